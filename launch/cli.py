@@ -1,0 +1,59 @@
+"""Shared CLI plumbing: one-line errors with exit status 2, and an argparse that obeys it."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from envs.errors import ConfigError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are a single stderr line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def main_guard(fn: Callable[..., int | None]) -> Callable[..., int]:
+    """Run a CLI main; a ConfigError becomes one stderr line and exit 2, Ctrl-C exit 130 (results stay resumable)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs) -> int:
+        try:
+            return int(fn(*args, **kwargs) or 0)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted; rerun with --resume to continue", file=sys.stderr)
+            return 130
+
+    return wrapper
+
+
+def parse_options(pairs: list[str] | None, flag: str) -> dict[str, object]:
+    """``key=value`` pairs → dict, values parsed as int/float/bool when they look like one."""
+    out: dict[str, object] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} expects key=value, got {pair!r}")
+        out[key] = _parse_value(raw)
+    return out
+
+
+def _parse_value(raw: str) -> object:
+    low = raw.lower()
+    if low in {"true", "false"}:
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw

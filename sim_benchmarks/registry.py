@@ -1,0 +1,147 @@
+"""Name → factory registry for evaluation suites, policies and training families.
+
+Suite modules under ``sim_benchmarks/suites/`` register themselves when imported; :func:`load_all` imports every
+module there (no central list). A suite module may fail to import when its optional extra is not installed: that
+suite is then listed as unavailable with the reason instead of breaking the whole CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy factory is told when a worker builds a policy for one (suite, task)."""
+
+    suite: str
+    task: str
+    policy: str
+    seed: int
+    env: gym.Env  # privileged policies (oracles, scripted experts) may read simulator state through it
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """An evaluation suite: tasks, how to build each task's env, and run defaults."""
+
+    name: str
+    description: str
+    tasks: Mapping[str, str]  # task name -> one-line description
+    make_env: Callable[[str, Mapping[str, Any]], gym.Env]  # (task, options) -> env
+    default_policies: tuple[str, ...]
+    default_episodes: int = 10
+    max_steps: int | None = None  # runner's step cap; the env's own truncation normally comes first
+    # Maps (final info, episode return, steps) to the record's metrics; default reads info["success"] etc.
+    episode_metrics: Callable[[dict[str, Any], float, int], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy name, its one-line description, the suites it applies to, and its factory."""
+
+    name: str
+    description: str
+    factory: Callable[[PolicyContext], Any]
+    suites: tuple[str, ...] = ()  # empty: applies to every suite
+
+
+@dataclass(frozen=True)
+class TrainerSpec:
+    """A training family for ``launch.train``: env prefixes it handles, its agents, and its entry point.
+
+    ``run(env, agent, steps, seed, out_dir, resume, options)`` writes the DESIGN.md train contract
+    (``metrics.jsonl`` + ``summary.json``) and returns the summary dict.
+    """
+
+    name: str
+    env_prefixes: tuple[str, ...]  # e.g. ("minatar:", "atari:", "octax:")
+    agents: Mapping[str, str]  # agent name -> one-line description
+    run: Callable[..., dict[str, Any]]
+    env_names: Callable[[], list[str]] | None = None  # concrete env names for --list and validation
+
+
+_SUITES: dict[str, SuiteSpec] = {}
+_POLICIES: dict[str, PolicySpec] = {}
+_TRAINERS: dict[str, TrainerSpec] = {}
+_UNAVAILABLE: dict[str, str] = {}
+_LOADED = False
+
+
+def register_suite(spec: SuiteSpec) -> SuiteSpec:
+    """Add a suite; re-registering the same name replaces it (module reloads in tests)."""
+    _SUITES[spec.name] = spec
+    return spec
+
+
+def register_policy(spec: PolicySpec) -> PolicySpec:
+    """Add a policy; names are global, ``suites`` restricts where it is offered."""
+    _POLICIES[spec.name] = spec
+    return spec
+
+
+def register_trainer(spec: TrainerSpec) -> TrainerSpec:
+    """Add a training family."""
+    _TRAINERS[spec.name] = spec
+    return spec
+
+
+def load_all() -> None:
+    """Import every suite module once; record the ones whose optional dependencies are missing."""
+    global _LOADED
+    if _LOADED:
+        return
+    from sim_benchmarks import suites
+
+    for mod in sorted(pkgutil.iter_modules(suites.__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        try:
+            importlib.import_module(f"{suites.__name__}.{mod.name}")
+        except Exception as exc:  # an optional extra is missing, or the module is broken: list it, keep the CLI
+            _UNAVAILABLE[mod.name] = f"{type(exc).__name__}: {exc}"
+    _LOADED = True
+
+
+def suites() -> dict[str, SuiteSpec]:
+    """All registered suites by name."""
+    load_all()
+    return dict(sorted(_SUITES.items()))
+
+
+def policies() -> dict[str, PolicySpec]:
+    """All registered policies by name."""
+    load_all()
+    return dict(sorted(_POLICIES.items()))
+
+
+def trainers() -> dict[str, TrainerSpec]:
+    """All registered training families by name."""
+    load_all()
+    return dict(sorted(_TRAINERS.items()))
+
+
+def unavailable() -> dict[str, str]:
+    """Suite modules that could not be imported, with the reason."""
+    load_all()
+    return dict(_UNAVAILABLE)
+
+
+def policies_for(suite: str) -> list[str]:
+    """Names of the policies offered for a suite."""
+    return [n for n, p in policies().items() if not p.suites or suite in p.suites]
+
+
+def trainer_for(env: str) -> TrainerSpec | None:
+    """The training family whose env prefix matches ``env``, if any."""
+    for spec in trainers().values():
+        if any(env.startswith(prefix) for prefix in spec.env_prefixes):
+            return spec
+    return None

@@ -1,0 +1,58 @@
+"""The harness's demo suite on gymnasium's CartPole, and the ``random`` policy every suite offers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from envs.errors import ConfigError
+from policies.base import RandomPolicy
+from policies.classic_control import CartPoleBalancer
+from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
+
+CARTPOLE_STEPS = 200
+
+
+def _make_env(task: str, options: Mapping[str, Any]) -> gym.Env:
+    unknown = set(options) - {"max_steps"}
+    if unknown:
+        raise ConfigError(f"unknown env option(s) {sorted(unknown)} for classic_control; valid: max_steps")
+    steps = int(options.get("max_steps", CARTPOLE_STEPS))
+    return gym.make("CartPole-v1", max_episode_steps=steps, render_mode="rgb_array")
+
+
+def _metrics(info: dict[str, Any], total_return: float, steps: int) -> dict[str, Any]:
+    # Success: the pole stayed up for the whole (truncated) episode.
+    return {"success": total_return >= CARTPOLE_STEPS, "correct_object": False, "wrong_object": False,
+            "return": float(total_return)}
+
+
+register_suite(SuiteSpec(
+    name="classic_control",
+    description="gymnasium CartPole-v1 (200 steps): the harness's own demo and test suite",
+    tasks={"cartpole": "balance the pole for 200 steps (success = return 200)"},
+    make_env=_make_env,
+    default_policies=("balancer", "random"),
+    default_episodes=20,
+    episode_metrics=_metrics,
+))
+
+register_policy(PolicySpec(
+    name="random",
+    description="uniform random actions from the env's action space (the floor)",
+    factory=lambda ctx: RandomPolicy(ctx.env.action_space, seed=ctx.seed),
+))
+
+
+def _balancer(ctx: PolicyContext) -> CartPoleBalancer:
+    return CartPoleBalancer()
+
+
+register_policy(PolicySpec(
+    name="balancer",
+    description="scripted PD controller on pole angle (CartPole only)",
+    factory=_balancer,
+    suites=("classic_control",),
+))
