@@ -8,7 +8,7 @@ import sys
 
 import launch
 
-_NOT_COMMANDS = {"cli", "__main__", "files"}
+_NOT_COMMANDS = {"cli", "__main__", "files", "launch_file"}
 
 
 def commands() -> list[str]:

@@ -1,0 +1,42 @@
+"""``python -m launch.run FILE [name:=value ...] [--dry-run]``: run a ROS 2-style launch file's nodes in order."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+
+from envs.errors import ConfigError
+from launch.cli import ArgumentParser, main_guard
+from launch.launch_file import load_launch_file
+
+
+@main_guard
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(prog="launch.run", description="Run a launch file (launch/files/*.launch.xml|yaml).")
+    p.add_argument("file", help="launch file path")
+    p.add_argument("overrides", nargs="*", help="launch arguments as name:=value")
+    p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
+    args = p.parse_args(argv)
+    overrides = {}
+    for item in args.overrides:
+        name, sep, value = item.partition(":=")
+        if not sep or not name:
+            raise ConfigError(f"launch argument {item!r} must be written name:=value")
+        overrides[name] = value
+    nodes = load_launch_file(args.file, overrides)
+    for node in nodes:
+        cmd = [sys.executable, "-m", node.module, *node.argv]
+        print(f"[{node.name}] {' '.join(shlex.quote(c) for c in cmd[1:])}", flush=True)
+        if args.dry_run:
+            continue
+        rc = subprocess.call(cmd, env={**os.environ, **node.env})
+        if rc != 0:
+            print(f"error: node {node.name!r} exited with status {rc}", file=sys.stderr)
+            return rc
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
