@@ -24,8 +24,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--policy", default=None, help="comma-separated policy names (default: the suite's set)")
     p.add_argument("--episodes", type=int, default=None, help="episodes per task per policy")
     p.add_argument("--seed", type=int, default=0, help="base seed; episodes derive theirs from it")
-    p.add_argument("--workers", type=int, default=1, help="parallel workers (process/ray executors)")
-    p.add_argument("--executor", default=None, choices=None, help=f"one of {', '.join(EXECUTORS)}")
+    p.add_argument("--workers", type=int, default=None, help="parallel workers (default: the suite's)")
+    p.add_argument("--executor", default=None, help=f"one of {', '.join(EXECUTORS)} (default: process when "
+                   "workers > 1, else serial)")
     p.add_argument("--out", type=Path, default=None, help="results folder (default runs/<timestamp>-<suite>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out, running only what is missing")
     p.add_argument("--video", type=int, default=0, metavar="N", help="record the first N episodes per cell as mp4")
@@ -87,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print_listing()
         return 0
     policies = [p.strip() for p in args.policy.split(",") if p.strip()] if args.policy else None
-    executor = args.executor or ("process" if args.workers > 1 else "serial")
     cfg = EvalConfig(env=args.env, policies=policies, episodes=args.episodes, seed=args.seed, workers=args.workers,
-                     executor=executor, out=args.out, resume=args.resume, video=args.video,
+                     executor=args.executor, out=args.out, resume=args.resume, video=args.video,
                      env_options=parse_options(args.env_option, "--env-option"),
                      policy_options=parse_options(args.policy_option, "--policy-option"))
     with progress_bar(None, f"eval {args.env}") as bar:

@@ -26,8 +26,8 @@ class EvalConfig:
     policies: list[str] | None = None  # None: the suite's defaults
     episodes: int | None = None  # None: the suite's default
     seed: int = 0
-    workers: int = 1
-    executor: str = "serial"
+    workers: int | None = None  # None: the suite's default
+    executor: str | None = None  # None: process when workers > 1, else serial
     out: Path | None = None
     resume: bool = False
     video: int = 0
@@ -67,8 +67,12 @@ def validate(cfg: EvalConfig) -> tuple[registry.SuiteSpec, list[str], list[str],
     episodes = suite.default_episodes if cfg.episodes is None else cfg.episodes
     if episodes < 1:
         raise ConfigError(f"--episodes must be a positive integer, got {episodes}")
+    if cfg.workers is None:
+        cfg.workers = suite.default_workers
     if cfg.workers < 1:
         raise ConfigError(f"--workers must be a positive integer, got {cfg.workers}")
+    if cfg.executor is None:
+        cfg.executor = "process" if cfg.workers > 1 else "serial"
     if cfg.video < 0:
         raise ConfigError(f"--video must be >= 0, got {cfg.video}")
     if cfg.executor not in EXECUTORS:

@@ -8,7 +8,9 @@ suite is then listed as unavailable with the reason instead of breaking the whol
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +40,7 @@ class SuiteSpec:
     make_env: Callable[[str, Mapping[str, Any]], gym.Env]  # (task, options) -> env
     default_policies: tuple[str, ...]
     default_episodes: int = 10
+    default_workers: int = 1  # the main job's suite sets 2 so `make eval` uses both cores
     max_steps: int | None = None  # runner's step cap; the env's own truncation normally comes first
     # Maps (final info, episode return, steps) to the record's metrics; default reads info["success"] etc.
     episode_metrics: Callable[[dict[str, Any], float, int], dict[str, Any]] | None = None
@@ -100,14 +103,31 @@ def load_all() -> None:
         return
     from sim_benchmarks import suites
 
-    for mod in sorted(pkgutil.iter_modules(suites.__path__), key=lambda m: m.name):
-        if mod.name.startswith("_"):
-            continue
-        try:
-            importlib.import_module(f"{suites.__name__}.{mod.name}")
-        except Exception as exc:  # an optional extra is missing, or the module is broken: list it, keep the CLI
-            _UNAVAILABLE[mod.name] = f"{type(exc).__name__}: {exc}"
+    with _quiet_native_stderr():
+        for mod in sorted(pkgutil.iter_modules(suites.__path__), key=lambda m: m.name):
+            if mod.name.startswith("_"):
+                continue
+            try:
+                importlib.import_module(f"{suites.__name__}.{mod.name}")
+            except Exception as exc:  # an optional extra is missing, or the module is broken: list it, keep the CLI
+                _UNAVAILABLE[mod.name] = f"{type(exc).__name__}: {exc}"
     _LOADED = True
+
+
+class _quiet_native_stderr:
+    """Silence C-level writes to fd 2 during imports (pybullet prints its build time), keeping errors one line."""
+
+    def __enter__(self) -> None:
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
 
 
 def suites() -> dict[str, SuiteSpec]:
