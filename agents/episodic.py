@@ -68,19 +68,19 @@ def run_episode(
     frames: list[np.ndarray] = []
     total, steps = 0.0, 0
     while True:
-        if record:
+        action = policy.act(obs)
+        if record:  # after act, so the frame shows the prompted view the policy was just fed
             frame = frame_of(env, obs, policy)
             if frame is not None:
                 frames.append(frame)
-        action = policy.act(obs)
         obs, reward, terminated, truncated, info = env.step(action)
         total += float(reward)
         steps += 1
         if terminated or truncated or (max_steps is not None and steps >= max_steps):
             break
-    if record:
-        frame = frame_of(env, obs, policy)
-        if frame is not None:
+    if record and frames:
+        frame = frame_of(env, obs, None)
+        if frame is not None and frame.shape == frames[-1].shape:
             frames.append(frame)
     metrics = (episode_metrics or default_episode_metrics)(info, total, steps)
     # Policies may report per-episode diagnostics (e.g. VAP's grounding result) through ``episode_info``.
