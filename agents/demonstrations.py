@@ -1,0 +1,146 @@
+"""Scripted-expert demonstrations for behaviour cloning, with DART-style noise injection through the env.
+
+The expert (a privileged oracle) acts in the env; with ``noise_std > 0`` the *executed* action is perturbed while the
+recorded label is the expert's clean action at the visited state, so the data covers the small drifts a learned
+policy makes and shows how to recover from them. Only generic tasks on train-split instances are used: the generic
+VLA never sees personal objects, "my" instructions, highlighted images or test instances.
+
+Each frame is passed through ``encode_frame`` (e.g. frozen vision features) as it is collected, so the raw images
+need not be kept. Instructions are relabelled with every attribute description that singles the target out among
+its same-category distractors (colour only, pattern only, colour + pattern), so pattern words are grounded on their
+own rather than only through the colour they co-occur with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envs.errors import ConfigError, choice_error
+from envs.manipulation.env import make_env
+from envs.manipulation.objects import LIBRARY, PATTERN_WORDS, ObjectInstance
+from envs.manipulation.tasks import GENERIC_TASKS, instruction
+from policies.scripted_expert import ScriptedExpert
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """What to collect: tasks, episode count, noise and seed."""
+
+    tasks: tuple[str, ...] = tuple(GENERIC_TASKS)
+    episodes: int = 300
+    seed: int = 0
+    noise_std: float = 0.01  # metres, added to the executed xyz delta (per-step clip is 0.03)
+    noise_fraction: float = 0.8  # share of episodes collected with noise (the rest clean)
+    image_size: int = 224
+    keep_failed: bool = False
+    relabel: bool = True
+
+
+@dataclass
+class Demos:
+    """Collected frames: encoded observation, instruction, proprio state, clean action, episode/task ids."""
+
+    frames: list[np.ndarray] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    states: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    episode: list[int] = field(default_factory=list)
+    task: list[str] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # one summary per attempted episode
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def describe_options(target: ObjectInstance, distractors: Sequence[ObjectInstance]) -> list[str]:
+    """Every noun phrase that names the target uniquely among same-category distractors."""
+    cat = target.category
+    out = []
+    if all(d.colour != target.colour for d in distractors):
+        out.append(f"the {target.colour} {cat}")
+    if target.pattern != "plain" and all(d.pattern != target.pattern for d in distractors):
+        out.append(f"the {PATTERN_WORDS[target.pattern]} {cat}")
+    if target.pattern != "plain" and all((d.colour, d.pattern) != (target.colour, target.pattern)
+                                         for d in distractors):
+        out.append(f"the {target.colour} {PATTERN_WORDS[target.pattern]} {cat}")
+    return out
+
+
+def relabelled_instruction(kind: str, info: dict[str, Any], original: str, rng: np.random.Generator) -> str:
+    """A random valid attribute instruction for the episode (the env's own when no other is valid)."""
+    target = LIBRARY[info["personal_object"]]
+    distractors = [LIBRARY[i] for i in info.get("distractors", [])]
+    options = describe_options(target, distractors)
+    if not options:
+        return original
+    subject = options[int(rng.integers(len(options)))]
+    return instruction(kind, subject, info.get("receptacle", "plate"))
+
+
+def episode_rng(seed: int, index: int) -> np.random.Generator:
+    """The generator for episode ``index``: independent of which worker or order collects it."""
+    return np.random.default_rng(np.random.SeedSequence([seed, index, 0xD3305]))
+
+
+def collect_demos(
+    cfg: DemoConfig,
+    encode_frame: Callable[[np.ndarray], np.ndarray] = lambda image: image,
+    on_progress: Callable[[int], None] | None = None,
+    indices: Sequence[int] | None = None,
+) -> Demos:
+    """Run the noisy expert on episodes ``indices`` (default all ``cfg.episodes``) and record clean-labelled frames.
+
+    Episode i runs task ``cfg.tasks[i % len(tasks)]`` with seeds drawn from :func:`episode_rng`, so shards collected
+    by several processes concatenate (in index order) to exactly what one process collects.
+    """
+    for t in cfg.tasks:
+        if t not in GENERIC_TASKS:
+            raise choice_error("demonstration task (generic only)", t, sorted(GENERIC_TASKS))
+    if cfg.episodes < 1:
+        raise ConfigError(f"demo episodes must be >= 1, got {cfg.episodes}")
+    indices = range(cfg.episodes) if indices is None else indices
+    envs: dict[str, Any] = {}
+    demos = Demos()
+    try:
+        for i in indices:
+            task = cfg.tasks[i % len(cfg.tasks)]
+            if task not in envs:
+                envs[task] = make_env(task, {"image_size": cfg.image_size, "split": "train"})
+            env = envs[task]
+            rng = episode_rng(cfg.seed, i)
+            env_seed = int(rng.integers(2**31 - 1))
+            noisy = bool(rng.random() < cfg.noise_fraction)
+            expert = ScriptedExpert(env, noise_std=cfg.noise_std if noisy else 0.0, seed=env_seed)
+            obs, info = env.reset(seed=env_seed)
+            text = relabelled_instruction(env.task.kind, info, obs["instruction"], rng) if cfg.relabel \
+                else obs["instruction"]
+            expert.reset(text, {**info, "policy_seed": env_seed})
+            frames, states, actions = [], [], []
+            while True:
+                frames.append(encode_frame(obs["image"]))
+                states.append(np.asarray(obs["ee_state"], np.float32))
+                executed = expert.act(obs)
+                actions.append(expert.last_clean_action.copy())
+                obs, _, terminated, truncated, step_info = env.step(executed)
+                if terminated or truncated:
+                    break
+            success = bool(step_info.get("success", False))
+            demos.episodes.append({"index": int(i), "task": task, "seed": env_seed, "noisy": noisy,
+                                   "steps": len(actions), "success": success, "instruction": text})
+            if success or cfg.keep_failed:
+                demos.frames += frames
+                demos.states += states
+                demos.actions += actions
+                demos.instructions += [text] * len(actions)
+                demos.episode += [int(i)] * len(actions)
+                demos.task += [task] * len(actions)
+            if on_progress is not None:
+                on_progress(1)
+    finally:
+        for env in envs.values():
+            env.close()
+    return demos

@@ -1,0 +1,263 @@
+"""Train Embodia's generic VLA head: collect noisy expert demos → cache frozen features → BC → closed-loop eval.
+
+    python -m launch.train_vla --out runs/generic_vla --seed 0 --demos 600 --minutes 10
+
+Writes ``OUT/demos.npz`` (the feature cache; reuse it with ``--demo-cache``), ``OUT/checkpoint/`` (head weights,
+sha256, manifest), ``OUT/metrics.jsonl`` (one record per epoch, then per evaluated task) and ``OUT/summary.json``
+(the ``embodia.train/1`` schema plus closed-loop success on held-out test-split instances). Same seed, same demo
+count and an epoch-limited (not time-limited) run give byte-identical weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.demonstrations import DemoConfig, Demos, collect_demos
+from agents.episodic import run_episode
+from envs.errors import ConfigError
+from envs.manipulation.env import make_env
+from envs.manipulation.tasks import GENERIC_TASKS
+from launch.cli import ArgumentParser, main_guard
+from perception.text_encoder import load_text_encoder
+from policies.vla.checkpoint import save_checkpoint
+from policies.vla.generic import GenericVLA, image_features
+from policies.vla.model import HeadConfig, VisionSpec
+from policies.vla.training import DemoArrays, TrainConfig, train_head
+from sim_benchmarks.progress import progress_bar
+from sim_benchmarks.train_log import TrainLog, write_json_atomic
+
+CACHE_FORMAT = "embodia.vla_demos/1"
+
+
+def _encode(vision: VisionSpec):
+    def encode(image: np.ndarray) -> np.ndarray:
+        return image_features(image, vision)[0].numpy().astype(np.float16)
+    return encode
+
+
+def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demos:
+    cfg, vision, indices, path = args
+    if path.is_file():  # finished by an earlier (interrupted) run: same config key, same episodes
+        return _read_block(path)
+    torch.set_num_threads(1)
+    demos = collect_demos(cfg, _encode(vision), indices=indices)
+    _write_block(path, demos)
+    return demos
+
+
+def _write_block(path: Path, demos: Demos) -> None:
+    feats = np.stack(demos.frames) if demos.frames else np.zeros((0,), np.float16)
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    np.savez(tmp, features=feats, states=np.asarray(demos.states, np.float32).reshape(len(demos), -1),
+             actions=np.asarray(demos.actions, np.float32).reshape(len(demos), -1),
+             episode=np.asarray(demos.episode, np.int64),
+             meta=json.dumps({"instructions": demos.instructions, "tasks": demos.task, "episodes": demos.episodes}))
+    tmp.replace(path)
+
+
+def _read_block(path: Path) -> Demos:
+    z = np.load(path, allow_pickle=False)
+    meta = json.loads(str(z["meta"]))
+    n = len(meta["instructions"])
+    return Demos(frames=list(z["features"]) if n else [], instructions=meta["instructions"],
+                 states=list(z["states"]), actions=list(z["actions"]), episode=[int(e) for e in z["episode"]],
+                 task=meta["tasks"], episodes=meta["episodes"])
+
+
+BLOCK = 8  # episodes per saved block: an interrupted collection resumes from the last finished block
+
+
+def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) -> Demos:
+    """Collect demos in blocks saved under ``block_dir`` (resumable), in ``workers`` processes when > 1.
+
+    Episodes are seeded by index, so the result is the same for any worker count or interruption pattern.
+    """
+    # The key leaves out the episode count: a longer or shorter run reuses the blocks it shares with this one.
+    content = {k: v for k, v in asdict(cfg).items() if k != "episodes"}
+    key = hashlib.sha256(json.dumps([content, asdict(vision)], sort_keys=True).encode()).hexdigest()[:10]
+    block_dir.mkdir(parents=True, exist_ok=True)
+    spans = [(s, min(s + BLOCK, cfg.episodes)) for s in range(0, cfg.episodes, BLOCK)]
+    jobs = [(cfg, vision, list(range(s, e)), block_dir / f"{key}_{s:05d}_{e:05d}.npz") for s, e in spans]
+    merged = Demos()
+    with progress_bar(cfg.episodes, "demonstrations") as advance, ExitStack() as stack:
+        if workers <= 1:
+            parts = map(_collect_block, jobs)
+        else:
+            parts = stack.enter_context(ProcessPoolExecutor(workers)).map(_collect_block, jobs)
+        for part in parts:
+            for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes"):
+                getattr(merged, name).extend(getattr(part, name))
+            advance(len(part.episodes))
+    return merged
+
+
+def save_cache(path: Path, demos: Demos, cfg: DemoConfig, vision: VisionSpec) -> None:
+    """The feature cache: features fp16 + labels + the configs that produced them."""
+    table = sorted(set(demos.instructions))
+    np.savez(path, features=np.stack(demos.frames), states=np.stack(demos.states),
+             actions=np.stack(demos.actions), episode=np.asarray(demos.episode),
+             text_index=np.asarray([table.index(t) for t in demos.instructions]),
+             meta=json.dumps({"format": CACHE_FORMAT, "instructions": table, "demo_config": asdict(cfg),
+                              "vision": asdict(vision), "episodes": demos.episodes, "tasks": demos.task}))
+
+
+def load_cache(path: Path, vision: VisionSpec) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Read a feature cache; its vision spec must match the head being trained."""
+    if not path.is_file():
+        raise ConfigError(f"demo cache {str(path)!r} does not exist")
+    try:
+        z = np.load(path, allow_pickle=False)
+        meta = json.loads(str(z["meta"]))
+        arrays = {k: z[k] for k in ("features", "states", "actions", "episode", "text_index")}
+    except (OSError, KeyError, ValueError) as exc:
+        raise ConfigError(f"demo cache {str(path)!r} is not a readable {CACHE_FORMAT} file") from exc
+    if meta.get("format") != CACHE_FORMAT:
+        raise ConfigError(f"demo cache {str(path)!r} has format {meta.get('format')!r}; expected {CACHE_FORMAT!r}")
+    if meta["vision"] != asdict(vision):
+        raise ConfigError(f"demo cache {str(path)!r} was encoded with vision {meta['vision']}, not {asdict(vision)}")
+    return meta, arrays
+
+
+def evaluate(policy: GenericVLA, tasks: list[str], episodes: int, seed: int, split: str = "test") -> dict[str, Any]:
+    """Closed-loop success / correct-object rates per generic task on ``split`` instances."""
+    out: dict[str, Any] = {}
+    total = max(1, episodes * len(tasks))
+    with progress_bar(total, f"closed-loop eval ({split})") as advance:
+        for task in tasks:
+            env = make_env(task, {"split": split})
+            succ = correct = any_ok = 0
+            for ep in range(episodes):
+                res = run_episode(env, policy, env_seed=10_000 * (seed + 1) + ep, policy_seed=ep)
+                succ += res.metrics["success"]
+                correct += res.metrics["success"] and res.metrics["correct_object"]
+                any_ok += res.metrics["correct_object"]
+                advance(1)
+            env.close()
+            out[task] = {"episodes": episodes, "success_rate": succ / max(1, episodes),
+                         "correct_among_successes": correct / max(1, succ) if succ else None,
+                         "correct_object_rate": any_ok / max(1, episodes)}
+    rates = [v["success_rate"] for v in out.values()]
+    out["mean_success_rate"] = float(np.mean(rates)) if rates else 0.0
+    return out
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m launch.train_vla", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--demos", type=int, default=600, help="expert episodes to attempt (failures are dropped)")
+    p.add_argument("--minutes", type=float, default=10.0, help="training time cap (a run it cuts is timing-dependent)")
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--patience", type=int, default=6)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--noise", type=float, default=0.01, help="DART noise std on executed xyz deltas (metres)")
+    p.add_argument("--tasks", default=",".join(GENERIC_TASKS), help="comma-separated generic tasks")
+    p.add_argument("--input-size", type=int, default=VisionSpec.input_size, help="policy image size (square)")
+    p.add_argument("--width", type=int, default=HeadConfig.width)
+    p.add_argument("--chunk", type=int, default=HeadConfig.chunk)
+    p.add_argument("--workers", type=int, default=1, help="demo collection processes")
+    p.add_argument("--demo-cache", type=Path, default=None, help="reuse a demos.npz instead of collecting")
+    p.add_argument("--eval-episodes", type=int, default=10, help="closed-loop episodes per task (0 = skip)")
+    p.add_argument("--checkpoint-out", type=Path, default=None, help="checkpoint folder (default OUT/checkpoint)")
+    return p
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse, collect (or load) demos, train, evaluate, write checkpoint + metrics; returns the summary."""
+    args = build_parser().parse_args(argv)
+    tasks = [t for t in args.tasks.split(",") if t]
+    for t in tasks:
+        if t not in GENERIC_TASKS:
+            raise ConfigError(f"unknown generic task {t!r}; valid: {', '.join(GENERIC_TASKS)}")
+    for name in ("demos", "epochs", "batch_size", "workers", "chunk", "width"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.minutes <= 0:
+        raise ConfigError(f"--minutes must be > 0, got {args.minutes}")
+    if args.input_size % 16 or not 64 <= args.input_size <= 320:
+        raise ConfigError(f"--input-size must be a multiple of 16 in [64, 320], got {args.input_size}")
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    vision = VisionSpec(input_size=args.input_size)
+    demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise)
+    cache = args.demo_cache or out / "demos.npz"
+    if args.demo_cache is None and not cache.exists():
+        t0 = time.perf_counter()
+        demos = collect(demo_cfg, vision, args.workers, out / "demo_blocks")
+        if not demos.actions:
+            raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")
+        save_cache(cache, demos, demo_cfg, vision)
+        collect_s = time.perf_counter() - t0
+    else:
+        collect_s = 0.0
+    meta, arr = load_cache(cache, vision)
+    texts = load_text_encoder().encode(meta["instructions"])
+    data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
+                      arr["actions"].astype(np.float32), arr["episode"])
+    head_cfg = HeadConfig(vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk)
+    train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                            patience=args.patience, max_minutes=args.minutes, seed=args.seed)
+    log = TrainLog(out)
+    steps_per_epoch = max(1, int(np.ceil(len(data) * (1 - train_cfg.val_fraction) / args.batch_size)))
+    with progress_bar(args.epochs * steps_per_epoch, "training head") as advance:
+        bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append)
+    command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
+                                                                                 else sys.argv[1:]))
+    episodes = meta["episodes"]
+    demo_stats = {"attempted": len(episodes), "kept": int(sum(e["success"] for e in episodes)),
+                  "frames": len(data), "collect_s": round(collect_s, 1)}
+    ckpt = args.checkpoint_out or out / "checkpoint"
+    training_facts = {"command": command, "seed": args.seed, "demos": demo_stats,
+                      "train": {k: v for k, v in stats.items() if k != "history"},
+                      "train_config": {k: v for k, v in asdict(replace(train_cfg, head=head_cfg)).items()
+                                       if k != "head"}}
+    digest = save_checkpoint(bundle, ckpt, training=training_facts)
+    evaluation: dict[str, Any] = {}
+    if args.eval_episodes > 0:
+        policy = GenericVLA(bundle)
+        evaluation = evaluate(policy, tasks, args.eval_episodes, args.seed)
+        for task, rec in evaluation.items():
+            if isinstance(rec, dict):
+                log.append({"eval_task": task, **rec})
+    wall = time.perf_counter() - start
+    grad_steps = stats["epochs_run"] * steps_per_epoch
+    summary = log.write_summary({
+        "env": "personalized_simpler:generic", "agent": "generic_vla_bc", "steps": grad_steps,
+        "return_last100": evaluation.get("mean_success_rate"), "steps_per_second": grad_steps / max(
+            stats["train_s"], 1e-9), "wall_s": round(wall, 1), "checkpoint": str(ckpt), "weights_sha256": digest,
+        "command": command, "demos": demo_stats, "train": training_facts["train"], "eval": evaluation,
+    })
+    write_json_atomic(Path(ckpt) / "metrics.json", {"command": command, "weights_sha256": digest,
+                                                   "demos": demo_stats, "train": training_facts["train"],
+                                                   "eval_test_split": evaluation})
+    log.close()
+    return summary
+
+
+@main_guard
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point (ConfigError → one stderr line, exit 2)."""
+    summary = run(argv)
+    ev = summary.get("eval") or {}
+    print(json.dumps({"checkpoint": summary["checkpoint"], "sha256": summary["weights_sha256"],
+                      "mean_success_rate": ev.get("mean_success_rate"), "wall_s": summary["wall_s"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Save and load generic-VLA head checkpoints with sha256 verification.
+
+A checkpoint is a folder: ``head.pt`` (head weights + normalisation statistics), ``head.pt.sha256``
+(``sha256sum -c`` format) and ``manifest.json`` (format tag, head config, the weights' sha256, training facts).
+Anything wrong — missing file, checksum mismatch, unreadable weights, a config that does not match the weights —
+is a :class:`ConfigError` with one line naming the file, so the CLI exits with status 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from envs.errors import ConfigError
+from policies.vla.model import FiLMActionHead, HeadConfig
+
+FORMAT = "embodia.generic_vla/1"
+WEIGHTS_FILE = "head.pt"
+MANIFEST_FILE = "manifest.json"
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "checkpoints" / "generic_vla"
+
+
+@dataclass
+class HeadBundle:
+    """A trained head with the statistics that map its normalised outputs/inputs to env units."""
+
+    config: HeadConfig
+    head: FiLMActionHead
+    action_mean: np.ndarray  # (action_dim,)
+    action_std: np.ndarray
+    state_mean: np.ndarray  # (state_dim,)
+    state_std: np.ndarray
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_checkpoint(bundle: HeadBundle, folder: str | Path, training: dict[str, Any] | None = None) -> str:
+    """Write the checkpoint folder; returns the weights' sha256. Weights are saved float32 and byte-stable."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "state_dict": {k: v.detach().cpu().float().clone() for k, v in bundle.head.state_dict().items()},
+        "action_mean": torch.as_tensor(bundle.action_mean, dtype=torch.float32),
+        "action_std": torch.as_tensor(bundle.action_std, dtype=torch.float32),
+        "state_mean": torch.as_tensor(bundle.state_mean, dtype=torch.float32),
+        "state_std": torch.as_tensor(bundle.state_std, dtype=torch.float32),
+    }
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    weights = folder / WEIGHTS_FILE
+    weights.write_bytes(buf.getvalue())
+    digest = sha256_file(weights)
+    (folder / f"{WEIGHTS_FILE}.sha256").write_text(f"{digest}  {WEIGHTS_FILE}\n")
+    manifest = {
+        "format": FORMAT,
+        "head_config": bundle.config.to_dict(),
+        "weights_file": WEIGHTS_FILE,
+        "weights_sha256": digest,
+        "training": training or {},
+    }
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return digest
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """The checkpoint's manifest (ConfigError when missing, unreadable or of another format)."""
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE
+    if not folder.is_dir():
+        raise ConfigError(f"checkpoint folder {str(folder)!r} does not exist")
+    if not path.is_file():
+        raise ConfigError(f"checkpoint {str(folder)!r} has no {MANIFEST_FILE}")
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"checkpoint manifest {str(path)!r} is not valid JSON") from exc
+    if manifest.get("format") != FORMAT:
+        raise ConfigError(f"checkpoint {str(folder)!r} has format {manifest.get('format')!r}; expected {FORMAT!r}")
+    return manifest
+
+
+def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> HeadBundle:
+    """Verify the sha256 and load the head, frozen (eval mode, no gradients)."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    weights = folder / str(manifest.get("weights_file", WEIGHTS_FILE))
+    if not weights.is_file():
+        raise ConfigError(f"checkpoint weights {str(weights)!r} are missing")
+    digest = sha256_file(weights)
+    if digest != manifest.get("weights_sha256"):
+        raise ConfigError(f"checkpoint weights {str(weights)!r} fail the sha256 check (file {digest[:12]}…, "
+                          f"manifest {str(manifest.get('weights_sha256'))[:12]}…): corrupt or replaced")
+    sidecar = weights.with_name(weights.name + ".sha256")
+    if sidecar.is_file() and sidecar.read_text().split()[:1] != [digest]:
+        raise ConfigError(f"checkpoint sidecar {str(sidecar)!r} does not match the weights' sha256")
+    try:
+        config = HeadConfig.from_dict(manifest["head_config"])
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"checkpoint manifest {str(folder / MANIFEST_FILE)!r} has a malformed head_config "
+                          f"({exc})") from exc
+    try:
+        payload = torch.load(weights, map_location="cpu", weights_only=True)
+    except Exception as exc:  # any unpickling failure means the file is not a checkpoint
+        raise ConfigError(f"checkpoint weights {str(weights)!r} cannot be read ({type(exc).__name__})") from exc
+    head = FiLMActionHead(config)
+    try:
+        head.load_state_dict(payload["state_dict"], strict=True)
+    except (KeyError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0][:200]
+        raise ConfigError(f"checkpoint weights {str(weights)!r} do not match its head_config: {first}") from exc
+    freeze(head)
+    return HeadBundle(
+        config=config,
+        head=head,
+        action_mean=payload["action_mean"].numpy(),
+        action_std=payload["action_std"].numpy(),
+        state_mean=payload["state_mean"].numpy(),
+        state_std=payload["state_std"].numpy(),
+    )
+
+
+def freeze(module: torch.nn.Module) -> torch.nn.Module:
+    """Eval mode and ``requires_grad=False`` on every parameter: the policy cannot change at evaluation."""
+    module.eval()
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module
+
+
+def parameter_digest(module: torch.nn.Module) -> str:
+    """sha256 over every parameter and buffer, in name order (a test compares it before and after episodes)."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()

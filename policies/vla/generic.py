@@ -1,0 +1,121 @@
+"""The built-in generic VLA as a :class:`~policies.base.Policy`: frozen vision + frozen language + trained head.
+
+``GenericVLA.act`` resizes the camera image, runs the frozen MobileNetV2 prefix, conditions the FiLM head on the
+cached instruction embedding and returns the first action of the predicted chunk (or a temporal ensemble of
+overlapping chunks). Nothing is updated at evaluation: the head is frozen at load and runs under
+``torch.inference_mode``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from envs.errors import choice_error
+from perception.mobilenet_v2 import spatial_features
+from perception.text_encoder import load_text_encoder
+from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
+from policies.vla.conversions import TemporalEnsembler, first_camera, resize_image
+from policies.vla.model import VisionSpec
+
+EXECUTION_MODES = ("first", "ensemble")
+_MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)
+
+
+def drop_possessive(instruction: str) -> str:
+    """The generic baseline's rewrite: "bring my cup" → "bring the cup" (the policy was trained on "the ...")."""
+    return re.sub(r"\s+", " ", _MY.sub("the", instruction)).strip()
+
+
+def image_features(images: np.ndarray, vision: VisionSpec) -> torch.Tensor:
+    """Frozen spatial features (N×C×h×w) of uint8 images (H×W×3 or N×H×W×3), at the spec's input size."""
+    arr = np.asarray(images)
+    if arr.ndim == 3:
+        arr = arr[None]
+    size = vision.input_size
+    if arr.shape[1:3] != (size, size):
+        arr = np.stack([resize_image(a, size) for a in arr])
+    if vision.backbone != "mobilenet_v2_imagenet":
+        raise choice_error("vision backbone", vision.backbone, ("mobilenet_v2_imagenet",))
+    return spatial_features(arr, size=None, blocks=vision.blocks)
+
+
+def state_vector(obs: dict[str, Any], state_dim: int) -> np.ndarray:
+    """The proprioceptive input: ``obs["ee_state"]`` flattened (zeros when the head uses none)."""
+    if state_dim == 0:
+        return np.zeros(0, dtype=np.float32)
+    state = np.asarray(obs["ee_state"], dtype=np.float32).reshape(-1)
+    if state.shape[0] != state_dim:
+        raise ValueError(f"ee_state has {state.shape[0]} values; the checkpoint expects {state_dim}")
+    return state
+
+
+class GenericVLA:
+    """The frozen generic VLA policy (images + instruction → 7-D SIMPLER action)."""
+
+    def __init__(
+        self,
+        bundle: HeadBundle,
+        execution: str = "first",
+        ensemble_decay: float = 0.01,
+        instruction_rewrite: Callable[[str], str] | None = None,
+        text_encoder: Any = None,
+    ) -> None:
+        if execution not in EXECUTION_MODES:
+            raise choice_error("execution mode", execution, EXECUTION_MODES)
+        self.bundle = bundle
+        self.cfg = bundle.config
+        self.execution = execution
+        self.ensembler = TemporalEnsembler(self.cfg.chunk, ensemble_decay)
+        self.instruction_rewrite = instruction_rewrite
+        self.text_encoder = text_encoder if text_encoder is not None else load_text_encoder()
+        self.instruction = ""
+        self._text: torch.Tensor | None = None
+        self._mean = torch.as_tensor(bundle.action_mean, dtype=torch.float32)
+        self._std = torch.as_tensor(bundle.action_std, dtype=torch.float32)
+
+    @classmethod
+    def from_checkpoint(cls, folder: str | Path = DEFAULT_CHECKPOINT, **kwargs: Any) -> GenericVLA:
+        """Load (sha256-verified) and wrap a head checkpoint."""
+        return cls(load_checkpoint(folder), **kwargs)
+
+    @property
+    def head(self) -> torch.nn.Module:
+        """The trained (frozen) module."""
+        return self.bundle.head
+
+    def reset(self, instruction: str, info: dict[str, Any]) -> None:
+        """Encode the (optionally rewritten) instruction once per episode; clear the action ensemble."""
+        self.instruction = self.instruction_rewrite(instruction) if self.instruction_rewrite else instruction
+        self.set_text_embedding(self.text_encoder.encode([self.instruction])[0])
+        self.ensembler.reset()
+
+    def set_text_embedding(self, embedding: np.ndarray) -> None:
+        """Condition on an arbitrary instruction-space vector (the soft-prompt baseline feeds a learned one)."""
+        self._text = torch.as_tensor(np.asarray(embedding, dtype=np.float32)).view(1, -1)
+
+    @torch.inference_mode()
+    def predict_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        """The head's chunk of future actions (chunk × 7) in env units."""
+        if self._text is None:
+            raise RuntimeError("call reset(instruction, info) before act(obs)")
+        feats = image_features(first_camera(obs["image"]), self.cfg.vision)
+        state = None
+        if self.cfg.state_dim:
+            s = (state_vector(obs, self.cfg.state_dim) - self.bundle.state_mean) / self.bundle.state_std
+            state = torch.as_tensor(s, dtype=torch.float32).view(1, -1)
+        out = self.bundle.head(feats, self._text, state)[0]
+        return (out * self._std + self._mean).numpy()
+
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        """One 7-D action: the chunk's first step, or the temporal ensemble of overlapping chunks."""
+        chunk = self.predict_chunk(obs)
+        action = chunk[0] if self.execution == "first" else self.ensembler.add(chunk)
+        action = np.asarray(action, dtype=np.float32).copy()
+        action[6] = 1.0 if action[6] >= 0.0 else -1.0  # the env's gripper is binary in effect: commit to one
+        return action

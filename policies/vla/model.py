@@ -1,0 +1,120 @@
+"""The generic VLA's trained part: a FiLM action head over frozen MobileNetV2 spatial features.
+
+Vision (frozen ImageNet MobileNetV2, first ``blocks`` layers) and language (frozen all-MiniLM-L6-v2) are not
+trained, so the head is all a checkpoint holds. Language conditions every conv block through FiLM (per-channel
+scale and shift), which lets the instruction's colour/pattern words select feature channels *before* the spatial
+softmax turns the map into keypoints — that is what makes the policy act on the described object among
+same-category distractors. The head predicts a chunk of ``chunk`` future 7-D actions (normalised per dimension).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from envs.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class VisionSpec:
+    """Which frozen features the head was trained on; must match at load time."""
+
+    backbone: str = "mobilenet_v2_imagenet"
+    blocks: int = 14  # features[:14]: 96 channels, stride 16
+    input_size: int = 160  # the camera image is resized to this square before the backbone
+    channels: int = 96
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """Architecture of the FiLM action head (all sizes stored in the checkpoint)."""
+
+    vision: VisionSpec = field(default_factory=VisionSpec)
+    text_dim: int = 384
+    state_dim: int = 0  # proprioceptive input size (ee_state); 0 = image + language only
+    width: int = 128
+    film_blocks: int = 2
+    keypoints: int = 32
+    hidden: int = 256
+    chunk: int = 4
+    action_dim: int = 7
+    dropout: float = 0.1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (nested vision spec included)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HeadConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are a ConfigError (a checkpoint from another format)."""
+        d = dict(d)
+        vision = VisionSpec(**d.pop("vision", {}))
+        known = set(cls.__dataclass_fields__) - {"vision"}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"checkpoint head config has unknown keys {sorted(unknown)}; valid: {sorted(known)}")
+        return cls(vision=vision, **d)
+
+
+class FiLMBlock(nn.Module):
+    """3×3 conv → GroupNorm → FiLM(text) → ReLU, with a residual connection."""
+
+    def __init__(self, width: int, text_dim: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(width, width, 3, padding=1)
+        self.norm = nn.GroupNorm(8, width, affine=False)
+        self.film = nn.Linear(text_dim, 2 * width)
+        nn.init.zeros_(self.film.weight)  # start as identity modulation: scale 1, shift 0
+        nn.init.zeros_(self.film.bias)
+
+    def forward(self, x: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        gamma, beta = self.film(text).chunk(2, dim=1)
+        h = self.norm(self.conv(x)) * (1 + gamma[:, :, None, None]) + beta[:, :, None, None]
+        return x + F.relu(h)
+
+
+def spatial_softmax(x: torch.Tensor) -> torch.Tensor:
+    """Expected (x, y) image coordinates in [-1, 1] of each channel's softmax over positions: N×C×H×W → N×2C."""
+    n, c, h, w = x.shape
+    probs = torch.softmax(x.flatten(2), dim=-1).view(n, c, h, w)
+    ys = torch.linspace(-1.0, 1.0, h, dtype=x.dtype)
+    xs = torch.linspace(-1.0, 1.0, w, dtype=x.dtype)
+    ex = (probs.sum(2) * xs).sum(-1)
+    ey = (probs.sum(3) * ys).sum(-1)
+    return torch.cat([ex, ey], dim=1)
+
+
+class FiLMActionHead(nn.Module):
+    """(spatial features, instruction embedding, state) → normalised action chunk (N × chunk × action_dim)."""
+
+    def __init__(self, cfg: HeadConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.inp = nn.Sequential(nn.Conv2d(cfg.vision.channels, cfg.width, 1), nn.GroupNorm(8, cfg.width), nn.ReLU())
+        self.drop = nn.Dropout2d(cfg.dropout)
+        self.blocks = nn.ModuleList(FiLMBlock(cfg.width, cfg.text_dim) for _ in range(cfg.film_blocks))
+        self.keypoint_conv = nn.Conv2d(cfg.width, cfg.keypoints, 1)
+        self.text_proj = nn.Linear(cfg.text_dim, 64)
+        self.state_proj = nn.Linear(cfg.state_dim, 32) if cfg.state_dim > 0 else None
+        mlp_in = 2 * cfg.keypoints + 64 + (32 if cfg.state_dim > 0 else 0)
+        self.mlp = nn.Sequential(
+            nn.Linear(mlp_in, cfg.hidden), nn.ReLU(),
+            nn.Linear(cfg.hidden, cfg.hidden), nn.ReLU(),
+            nn.Linear(cfg.hidden, cfg.chunk * cfg.action_dim),
+        )
+
+    def forward(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.drop(self.inp(feats.float()))
+        for block in self.blocks:
+            x = block(x, text)
+        parts = [spatial_softmax(self.keypoint_conv(x)), F.relu(self.text_proj(text))]
+        if self.state_proj is not None:
+            if state is None:
+                raise ValueError("this head was trained with a state input; pass state")
+            parts.append(F.relu(self.state_proj(state.float())))
+        out = self.mlp(torch.cat(parts, dim=1))
+        return out.view(-1, self.cfg.chunk, self.cfg.action_dim)

@@ -1,0 +1,163 @@
+"""Behaviour cloning of the FiLM head on cached frozen features, with early stopping on held-out episodes.
+
+The dataset is arrays, not an env: ``features`` (N×C×h×w, float16 to halve memory), ``text_index`` (N) into a
+table of instruction embeddings, ``states`` (N×S), ``actions`` (N×7, the expert's clean labels) and ``episode``
+(N) ids. Chunk targets are built from the following steps of the same episode (padded with the last action, and
+masked). Training is seeded and single-threaded, so the same inputs give the same weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from envs.errors import ConfigError
+from policies.vla.checkpoint import HeadBundle, freeze
+from policies.vla.model import FiLMActionHead, HeadConfig
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings; ``max_minutes`` is a safety cap (hitting it makes a run timing-dependent)."""
+
+    head: HeadConfig = field(default_factory=HeadConfig)
+    epochs: int = 40
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    val_fraction: float = 0.1
+    patience: int = 6  # epochs without validation improvement before stopping
+    max_minutes: float = 10.0
+    seed: int = 0
+    gripper_weight: float = 2.0  # the gripper decides success; weight its error more
+
+
+@dataclass
+class DemoArrays:
+    """Cached training data (see module docstring)."""
+
+    features: torch.Tensor  # N×C×h×w float16
+    text_table: np.ndarray  # T×384
+    text_index: np.ndarray  # N int
+    states: np.ndarray  # N×S float32
+    actions: np.ndarray  # N×7 float32
+    episode: np.ndarray  # N int
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+
+def chunk_targets(actions: np.ndarray, episode: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N×chunk×7 targets, N×chunk mask): step t's chunk is actions t..t+chunk-1 of its own episode."""
+    n = actions.shape[0]
+    raw = np.arange(n)[:, None] + np.arange(chunk)[None, :]
+    idx = np.minimum(raw, n - 1)
+    same = (raw < n) & (episode[idx] == episode[:, None])
+    # Past the episode end: repeat the episode's last action, and mask it out of the loss.
+    last = np.where(same, idx, 0)
+    last = np.maximum.accumulate(last, axis=1)
+    return actions[last].astype(np.float32), same.astype(np.float32)
+
+
+def split_episodes(episode: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean train/validation masks over frames, splitting by whole episodes (frames of one demo correlate)."""
+    eps = np.unique(episode)
+    rng = np.random.default_rng(seed)
+    n_val = max(1, int(round(val_fraction * len(eps)))) if len(eps) > 1 else 0
+    val_eps = set(rng.permutation(eps)[:n_val].tolist())
+    val = np.array([e in val_eps for e in episode])
+    return ~val, val
+
+
+def train_head(
+    data: DemoArrays,
+    cfg: TrainConfig,
+    on_progress: Callable[[int], None] | None = None,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[HeadBundle, dict[str, Any]]:
+    """Fit the head by masked, weighted MSE on normalised chunk targets; keep the best-validation weights."""
+    if len(data) < 2:
+        raise ConfigError(f"need at least 2 demonstration frames to train, got {len(data)}")
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    head_cfg = cfg.head
+    if head_cfg.state_dim != data.states.shape[1]:
+        raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {data.states.shape[1]}")
+    targets, mask = chunk_targets(data.actions, data.episode, head_cfg.chunk)
+    train_m, val_m = split_episodes(data.episode, cfg.val_fraction, cfg.seed)
+    a_mean = data.actions[train_m].mean(0)
+    a_std = data.actions[train_m].std(0) + 1e-3
+    s_mean = data.states[train_m].mean(0) if data.states.shape[1] else np.zeros(0, np.float32)
+    s_std = data.states[train_m].std(0) + 1e-3 if data.states.shape[1] else np.zeros(0, np.float32)
+
+    y = torch.as_tensor((targets - a_mean) / a_std, dtype=torch.float32)
+    m = torch.as_tensor(mask)
+    text = torch.as_tensor(data.text_table, dtype=torch.float32)
+    tidx = torch.as_tensor(data.text_index, dtype=torch.long)
+    states = torch.as_tensor((data.states - s_mean) / np.where(s_std > 0, s_std, 1), dtype=torch.float32)
+    dim_w = torch.ones(head_cfg.action_dim)
+    dim_w[-1] = cfg.gripper_weight
+
+    head = FiLMActionHead(head_cfg)
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    train_idx = torch.as_tensor(np.flatnonzero(train_m))
+    val_idx = torch.as_tensor(np.flatnonzero(val_m))
+    steps_per_epoch = max(1, (len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs * steps_per_epoch)
+
+    def loss_on(idx: torch.Tensor) -> torch.Tensor:
+        pred = head(data.features[idx], text[tidx[idx]], states[idx] if head_cfg.state_dim else None)
+        err = (pred - y[idx]).pow(2) * dim_w
+        return (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim)
+
+    best_val, best_state, best_epoch, bad = float("inf"), copy.deepcopy(head.state_dict()), -1, 0
+    history: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    stopped_by = "epochs"
+    for epoch in range(cfg.epochs):
+        head.train()
+        perm = train_idx[torch.randperm(len(train_idx), generator=gen)]
+        total = 0.0
+        for b in range(steps_per_epoch):
+            idx = perm[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+            loss = loss_on(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            total += float(loss.detach()) * len(idx)
+            if on_progress is not None:
+                on_progress(1)
+        head.eval()
+        with torch.no_grad():
+            val = float(np.mean([float(loss_on(val_idx[i:i + 1024])) for i in range(0, len(val_idx), 1024)])) \
+                if len(val_idx) else total / len(train_idx)
+        record = {"epoch": epoch + 1, "train_loss": total / len(train_idx), "val_loss": val,
+                  "wall_s": round(time.perf_counter() - start, 2)}
+        history.append(record)
+        if on_epoch is not None:
+            on_epoch(record)
+        if val < best_val - 1e-5:
+            best_val, best_state, best_epoch, bad = val, copy.deepcopy(head.state_dict()), epoch + 1, 0
+        else:
+            bad += 1
+            if bad >= cfg.patience:
+                stopped_by = "early_stop"
+                break
+        if time.perf_counter() - start > 60.0 * cfg.max_minutes:
+            stopped_by = "time"
+            break
+    head.load_state_dict(best_state)
+    freeze(head)
+    bundle = HeadBundle(head_cfg, head, a_mean.astype(np.float32), a_std.astype(np.float32),
+                        s_mean.astype(np.float32), np.where(s_std > 0, s_std, 1).astype(np.float32))
+    stats = {"best_val_loss": best_val, "best_epoch": best_epoch, "epochs_run": len(history),
+             "stopped_by": stopped_by, "train_frames": int(train_m.sum()), "val_frames": int(val_m.sum()),
+             "train_s": round(time.perf_counter() - start, 2), "history": history}
+    return bundle, stats

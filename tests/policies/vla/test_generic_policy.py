@@ -1,0 +1,86 @@
+"""The GenericVLA policy: real frozen encoders, frozen head at evaluation, instruction handling."""
+
+import numpy as np
+import pytest
+import torch
+
+from agents.episodic import run_episode
+from envs.errors import ConfigError
+from envs.manipulation.env import make_env
+from policies.vla.checkpoint import HeadBundle, freeze, load_checkpoint, parameter_digest, save_checkpoint
+from policies.vla.generic import GenericVLA, drop_possessive
+from policies.vla.model import FiLMActionHead, HeadConfig, VisionSpec
+
+
+def test_drop_possessive():
+    assert drop_possessive("pick up my mug") == "pick up the mug"
+    assert drop_possessive("put My cup on the plate") == "put the cup on the plate"
+    assert drop_possessive("move myriad mugs") == "move myriad mugs"  # whole word only
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    cfg = HeadConfig(vision=VisionSpec(input_size=96), state_dim=6, width=32, keypoints=8, hidden=64)
+    torch.manual_seed(0)
+    head = FiLMActionHead(cfg)
+    with torch.no_grad():  # a nonzero FiLM so the instruction actually changes the output
+        for block in head.blocks:
+            block.film.weight.normal_(0, 0.5)
+    return HeadBundle(cfg, freeze(head), np.zeros(7, np.float32), np.full(7, 0.01, np.float32),
+                      np.zeros(6, np.float32), np.ones(6, np.float32))
+
+
+def test_policy_is_frozen_during_episodes(bundle, tmp_path):
+    save_checkpoint(bundle, tmp_path / "ck")
+    policy = GenericVLA.from_checkpoint(tmp_path / "ck", instruction_rewrite=drop_possessive)
+    before = parameter_digest(policy.head)
+    assert not policy.head.training and not any(p.requires_grad for p in policy.head.parameters())
+    env = make_env("fractal_pick_my", {"max_steps": 4, "image_size": 96})
+    for ep in range(2):
+        out = run_episode(env, policy, env_seed=ep, policy_seed=ep)
+        assert out.steps == 4
+        assert "my" not in policy.instruction.split() and policy.instruction.startswith("pick up the ")
+    env.close()
+    assert parameter_digest(policy.head) == before
+    # act() output is a valid action: 7 floats, gripper committed to ±1
+    obs = {"image": np.zeros((224, 224, 3), np.uint8), "ee_state": np.zeros(6, np.float32)}
+    policy.reset("pick up the red mug", {})
+    a = policy.act(obs)
+    assert a.shape == (7,) and a.dtype == np.float32 and abs(a[6]) == 1.0
+    # the instruction conditions the action
+    chunk_red = policy.predict_chunk(obs)
+    policy.reset("pick up the blue striped bottle", {})
+    assert not np.allclose(chunk_red, policy.predict_chunk(obs))
+    with pytest.raises(ConfigError, match="unknown execution mode"):
+        GenericVLA(bundle, execution="vote")
+
+
+def test_shipped_checkpoint_loads_if_present():
+    from policies.vla.checkpoint import DEFAULT_CHECKPOINT
+
+    if not (DEFAULT_CHECKPOINT / "manifest.json").is_file():
+        pytest.skip("no shipped checkpoint in this checkout")
+    b = load_checkpoint()
+    assert b.config.state_dim == 6 and b.config.action_dim == 7
+
+
+def test_registered_generic_policy_builds_and_rejects_bad_checkpoint(bundle, tmp_path):
+    from sim_benchmarks import registry
+    from sim_benchmarks.registry import PolicyContext
+
+    assert "generic" in registry.policies_for("personalized_simpler")
+    assert "generic" in registry.policies_for("generic_simpler")
+    save_checkpoint(bundle, tmp_path / "ck")
+    env = make_env("fractal_pick_my", {"max_steps": 2, "image_size": 96})
+    spec = registry.policies()["generic"]
+    ctx = PolicyContext("personalized_simpler", "fractal_pick_my", "generic", 0, env,
+                        {"vla_checkpoint": str(tmp_path / "ck")})
+    policy = spec.factory(ctx)
+    obs, info = env.reset(seed=0)
+    policy.reset(obs["instruction"], info)
+    assert policy.instruction == obs["instruction"].replace("my ", "the ")
+    bad = PolicyContext("personalized_simpler", "fractal_pick_my", "generic", 0, env,
+                        {"vla_checkpoint": str(tmp_path / "ck2")})
+    with pytest.raises(ConfigError, match="does not exist"):
+        spec.factory(bad)
+    env.close()
