@@ -20,29 +20,26 @@ import numpy as np
 
 from agents.repeated_game import play_game
 from envs.games import (
-    AntiModelOpponent,
-    HiddenBiasOpponent,
     MixtureOpponent,
     RepeatedGameEnv,
     SequenceOpponent,
     make_games_env,
-    matching_pennies,
     random_game,
     rock_paper_scissors,
 )
 from policies.next_token import (
     BestResponseAgent,
     HedgeAgent,
-    HiddenBiasBayesPredictor,
     NGramPredictor,
     RobustAgent,
-    WindowedRobustAgent,
     hedge_eta,
     hedge_regret_bound,
     switch_probability_bound,
     tau_schedule,
 )
 from sim_benchmarks.train_log import write_json_atomic
+
+DPRIME_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "next_token" / "dprime_rps.pt"
 
 AGENTS: dict[str, Callable[[], Any]] = {
     "hedge": HedgeAgent,
@@ -69,13 +66,17 @@ def loglog_slope(ts: list[int], values: list[float]) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ claim (a)
-def regret_grid(ts: list[int], seeds: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """Final regret of every agent x task x T x seed."""
-    tasks = ["rps_anti_model", "matching_pennies_anti_model", "random3x3_anti_model", "rps_D", "rps_cyclic",
-             "rps_block"]
+GRID_TASKS = ("rps_anti_model", "matching_pennies_anti_model", "random3x3_anti_model", "rps_D", "rps_cyclic",
+              "rps_block")
+
+
+def regret_grid(ts: list[int], seeds: int, log: Callable[[str], None], tasks: list[str] | None = None,
+                agents: list[str] | None = None) -> dict[str, Any]:
+    """Final regret of every agent x task x T x seed (default: all of ``GRID_TASKS`` and ``AGENTS``)."""
     out: dict[str, Any] = {}
-    for task in tasks:
-        for name, make in AGENTS.items():
+    for task in tasks or GRID_TASKS:
+        for name in agents or AGENTS:
+            make = AGENTS[name]
             rows = []
             for t in ts:
                 env = make_games_env(task, rounds=t)
@@ -142,38 +143,33 @@ def transformer_on_d(t: int, episodes: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ claims (b, c)
-def bounded_context(ts: list[int], window: int, taus: list[float], episodes: int, eps: float,
+def bounded_context(horizons: list[int], window: int, taus: list[float], lams: list[float], extended: list[int],
+                    tv_rounds: int, tv_episodes: int, adv_episodes: int, eps: float, seed: int,
                     log: Callable[[str], None]) -> dict[str, Any]:
-    """Hidden-bias D on matching pennies: windowed robustifications (window w, trigger tau_w) vs the extended
-    (full, w' = T) window: how often each deviates from the model on D, and its average regret vs anti-model."""
-    game = matching_pennies()
+    """D = fair coin (matching pennies), window w: every windowed robustification's TV(D, D') on D (likelihood-
+    ratio estimate, 95 % CI) and its average regret vs the eps-biased adversary; then wider windows and full context.
+    See ``policies.next_token.bounded_context`` for the construction."""
+    from policies.next_token.bounded_context import Variant, adversary_regret, tv_and_kl
 
-    def make(tau: float, full: bool, t: int):
-        if full:
-            return RobustAgent(HiddenBiasBayesPredictor(eps, window=window), tau="delta")
-        return WindowedRobustAgent(HiddenBiasBayesPredictor(eps, window=window), window=window, tau=tau)
-
-    variants = [(f"window{window}_tau{tau:g}", tau, False) for tau in taus] + [("extended_full_context", 0.0, True)]
-    out: dict[str, Any] = {"window": window, "eps": eps, "variants": {}}
-    for name, tau, full in variants:
-        anti = []
-        for t in ts:
-            env = RepeatedGameEnv(game, AntiModelOpponent(), rounds=t)
-            anti.append(float(np.mean([play_game(env, make(tau, full, t), s, s).avg_regret for s in range(2)])))
-        t_d = ts[len(ts) // 2]
-        deviated, dev_frac = 0, []
-        for ep in range(episodes):
-            env = RepeatedGameEnv(game, HiddenBiasOpponent(eps), rounds=t_d)
-            traj = play_game(env, make(tau, full, t_d), 55_000 + ep, ep)
-            deviated += int(traj.info["switched"])
-            dev_frac.append(traj.info.get("deviation_rounds", (t_d - traj.info["switch_round"])
-                                          if traj.info["switched"] else 0) / t_d)
-        out["variants"][name] = {
-            "T": ts, "anti_avg_regret": anti, "anti_slope": loglog_slope(ts, anti),
-            "D_T": t_d, "D_deviation_prob": deviated / episodes, "D_deviation_ci95": wilson(deviated, episodes),
-            "D_deviation_round_fraction": float(np.mean(dev_frac)),
-        }
-        log(f"  bounded {name}: anti {np.round(anti, 3).tolist()} dev {deviated / episodes:.2f}")
+    delta = 0.05
+    variants = ([Variant("trigger", window, tau) for tau in taus]
+                + [Variant("mix", window, lam=lam) for lam in lams]
+                + [Variant("trigger", w, math.sqrt(2 * w * math.log(2 / delta))) for w in extended]
+                + [Variant("full", delta=delta)])
+    out: dict[str, Any] = {"window": window, "eps": eps, "T": horizons, "tv_T": tv_rounds,
+                           "tv_episodes": tv_episodes, "adv_episodes": adv_episodes, "variants": {}}
+    for v in variants:
+        tv = tv_and_kl(v, tv_episodes, tv_rounds, seed)
+        reg = adversary_regret(v, horizons, adv_episodes, eps, seed)
+        row = {"family": v.family, "window": v.window if v.family != "full" else None, "tau": v.tau, "lam": v.lam,
+               **tv, "adv_avg_regret": reg, "adv_slope": loglog_slope(horizons, reg)}
+        # Theta(1)-far: the whole TV interval above 0.5; exploited: average regret at the largest T still >= eps/4
+        # and not falling (slope > -0.25)
+        row["far"] = bool(row["tv_ci95"][0] >= 0.5)
+        row["exploited"] = bool(reg[-1] >= eps / 4 and row["adv_slope"] > -0.25)
+        out["variants"][v.name] = row
+        log(f"  bounded {v.name}: TV {tv['tv']:.3f} {np.round(tv['tv_ci95'], 3).tolist()}, adv avg regret "
+            f"{np.round(reg, 4).tolist()} slope {row['adv_slope']:.2f}")
     return out
 
 
@@ -244,6 +240,41 @@ def distilled_check(seed: int, quick: bool) -> dict[str, Any]:
     return report
 
 
+def dprime_check(seed: int, quick: bool, cache: Path | None, seeds: int = 5) -> dict[str, Any]:
+    """Claim (e): a causal transformer trained with next-token loss on samples of D' (``policies.next_token.dprime``):
+    held-out TV/KL to D', and best-responding to it vs the anti-model (regret curve) and on D."""
+    from policies.next_token.dprime import (
+        DPrimeConfig,
+        LogitResponseAgent,
+        RobustifiedPredictor,
+        cached_dprime_model,
+    )
+    from policies.next_token.transformer import TransformerPredictor
+
+    cfg = DPrimeConfig(histories=80, steps=60, rounds=64, d_model=32, n_layers=2) if quick else DPrimeConfig()
+    game = rock_paper_scissors()
+    t0 = time.perf_counter()
+    model, report = cached_dprime_model(game, cfg, seed, None if quick else cache)
+    report["train_or_load_s"] = time.perf_counter() - t0
+    t = cfg.rounds
+    marks = [t // 8, t // 4, t // 2, t]
+    agents = {
+        "trained_on_dprime": lambda: LogitResponseAgent(TransformerPredictor(model), beta=cfg.beta),
+        "dprime_exact": lambda: LogitResponseAgent(RobustifiedPredictor(
+            game.payoff, NGramPredictor(order=cfg.base_order), cfg.beta, cfg.delta), beta=cfg.beta),
+        "base_model": lambda: LogitResponseAgent(NGramPredictor(order=cfg.base_order), beta=cfg.beta),
+    }
+    for name, make in agents.items():
+        curves = np.array([play_game(make_games_env("rps_anti_model", rounds=t), make(), s, s).regret
+                           for s in range(seeds)])
+        avg = [float(curves[:, m - 1].mean() / m) for m in marks]
+        report[f"anti/{name}"] = {"t": marks, "avg_regret": avg, "slope": loglog_slope(marks, avg)}
+        d_regs = [play_game(make_games_env("rps_D", rounds=t), make(), 700 + s, s).avg_regret for s in range(20)]
+        report[f"D/{name}"] = float(np.mean(d_regs))
+    report["config"] = cfg.__dict__
+    return report
+
+
 # ------------------------------------------------------------------------------------------------ plots/table
 def plot_all(out: Path, grid: dict[str, Any], rates: dict[str, Any], bounded: dict[str, Any]) -> list[str]:
     """Write the three figures; returns their file names."""
@@ -291,13 +322,19 @@ def plot_all(out: Path, grid: dict[str, Any], rates: dict[str, Any], bounded: di
     fig.savefig(out / "tv_vs_T.png", dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name, v in bounded["variants"].items():
-        ax.plot(v["T"], v["anti_avg_regret"], marker="o",
-                label=f"{name} (P_D dev {v['D_deviation_prob']:.2f})", ls="-" if "window" in name else "--")
-    ax.set(xscale="log", yscale="log", xlabel="T", ylabel="average regret vs anti-model",
-           title=f"bounded context w={bounded['window']} vs extended (full) context")
+        ls = "--" if v["family"] == "full" or (v["window"] or 0) > bounded["window"] else "-"
+        ax.plot(bounded["T"], v["adv_avg_regret"], marker="o", ls=ls, label=name, alpha=0.85)
+        ax2.errorbar(v["adv_avg_regret"][-1], v["tv"], yerr=[[v["tv"] - v["tv_ci95"][0]], [v["tv_ci95"][1] - v["tv"]]],
+                     marker="o", ls="none", capsize=3, label=name)
+    ax.set(xscale="log", yscale="log", xlabel="T", ylabel="average regret vs eps-biased adversary",
+           title=f"D = fair coin, window w={bounded['window']}, eps={bounded['eps']}")
     ax.legend(fontsize=6)
+    ax2.set(xlabel=f"average regret vs adversary at T={bounded['T'][-1]}",
+            ylabel=f"TV(D, D') at T={bounded['tv_T']} (95 % CI)", title="every windowed rule: far or exploited")
+    ax2.axhline(0.5, color="grey", lw=0.5)
+    ax2.axvline(bounded["eps"] / 4, color="grey", lw=0.5)
     fig.tight_layout()
     fig.savefig(out / "bounded_context.png", dpi=110)
     plt.close(fig)
@@ -333,13 +370,16 @@ def main(argv: list[str] | None = None) -> int:
         log("transformer model on D")
         res["transformer"] = transformer_on_d(1000, 20 if args.quick else 50)
     log("claims (b, c): bounded context")
-    bts = [500, 1000, 2000, 4000] if args.quick else [500, 1000, 2000, 4000, 8000]
-    res["bounded"] = bounded_context(bts, window=50, taus=[0.0, 5.0, 10.0, 20.0, 1e9], episodes=40 if args.quick
-                                     else 100, eps=0.1, log=log)
+    res["bounded"] = bounded_context([500, 1000, 2000, 4000] if args.quick else [500, 1000, 2000, 4000, 8000],
+                                     window=50, taus=[0.0, 2.0, 4.0, 8.0, 12.0, 19.2], lams=[0.1, 0.3, 1.0],
+                                     extended=[200, 800, 3200], tv_rounds=2000, tv_episodes=200 if args.quick
+                                     else 1000, adv_episodes=4 if args.quick else 16, eps=0.1, seed=0, log=log)
     log("claim (d): explicit layers")
     res["explicit"] = explicit_layers_check(100 if args.quick else 300, seed=0)
     if not args.no_transformer:
-        log("claim (e): distilled robust transformer")
+        log("claim (e): transformer trained on samples of D'")
+        res["dprime"] = dprime_check(seed=0, quick=args.quick, cache=DPRIME_CHECKPOINT, seeds=args.seeds)
+        log("claim (e), supplementary: distilled robust transformer")
         res["distilled"] = distilled_check(seed=0, quick=args.quick)
     res["figures"] = plot_all(args.out, res["grid"], res["switch"], res["bounded"])
     res["wall_s"] = time.perf_counter() - t0
@@ -367,12 +407,10 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
     s["switch"] = {t: {"rate": v["switch_rate"], "bound": v["bound"], "ci95": v["switch_ci95"],
                        "avg_regret_by_component": v["avg_regret_by_component"]} for t, v in res["switch"].items()}
     s["transformer"] = res.get("transformer")
-    s["bounded"] = {n: {"anti_avg_regret": v["anti_avg_regret"], "anti_slope": v["anti_slope"],
-                        "D_deviation_prob": v["D_deviation_prob"], "D_T": v["D_T"]}
-                    for n, v in res["bounded"]["variants"].items()}
-    s["bounded_T"] = res["bounded"]["variants"][next(iter(res["bounded"]["variants"]))]["T"]
+    s["bounded"] = res["bounded"]
     s["explicit"] = res["explicit"]
     s["distilled"] = res.get("distilled")
+    s["dprime"] = res.get("dprime")
     return s
 
 
@@ -388,9 +426,12 @@ def render_table(s: dict[str, Any]) -> str:
     t_last = max(s["switch"], key=int)
     sw = s["switch"][t_last]
     comp = sw["avg_regret_by_component"]
-    bounded = s["bounded"]
-    win = {n: v for n, v in bounded.items() if n.startswith("window")}
-    ext = bounded["extended_full_context"]
+    bd = s["bounded"]
+    w = bd["window"]
+    win = {n: v for n, v in bd["variants"].items() if v["family"] != "full" and v["window"] == w}
+    wider = {n: v for n, v in bd["variants"].items() if v["family"] == "trigger" and v["window"] > w}
+    full = next(v for v in bd["variants"].values() if v["family"] == "full")
+    every = all(v["far"] or v["exploited"] for v in win.values())
     lines = [
         "| # | claim (ANCHORS.md) | measurement here | verdict |",
         "| --- | --- | --- | --- |",
@@ -407,11 +448,17 @@ def render_table(s: dict[str, Any]) -> str:
         f"delta-tau {sw['rate']['delta']:.3f} (bound {sw['bound']['delta']:.3f}), exp-tau {sw['rate']['exp']:.3f} "
         f"(bound {sw['bound']['exp']:.2g}); avg regret by component " + ", ".join(f"{c} {v:.3f}" for c, v in
                                                                              sorted(comp.items())) + " | shown |",
-        "| b | bounded context: some D are Theta(1)-far or keep linear regret | hidden-bias D (eps 0.1), w = 50: "
-        + "; ".join(f"tau_w={n.split('tau')[1]}: slope {v['anti_slope']:.2f}, P_D(deviate) {v['D_deviation_prob']:.2f}"
-                    for n, v in win.items()) + " | illustrated for this family (not a proof) |",
-        f"| c | more context restores robustification | full-context trigger on the same D and model: slope "
-        f"{ext['anti_slope']:.2f}, P_D(deviate) {ext['D_deviation_prob']:.2f} | shown for w' = T |",
+        f"| b | bounded context: some D are Theta(1)-far from every low-regret D' | D = fair coin (pennies), w = {w}, "
+        f"adversary eps = {bd['eps']}: TV(D, D') at T={bd['tv_T']} [95 % CI] / avg regret at T={bd['T'][-1]}: "
+        + "; ".join(f"{n.split(f'w={w} ')[1]}: {v['tv']:.2f} [{v['tv_ci95'][0]:.2f}, {v['tv_ci95'][1]:.2f}] / "
+                    f"{v['adv_avg_regret'][-1]:.3f}" for n, v in win.items())
+        + f" | {'every windowed rule far (TV lo >= 0.5) or exploited' if every else 'NOT shown'} "
+          f"(empirical illustration, not a proof) |",
+        "| c | more context restores robustification | "
+        + "; ".join(f"w'={v['window']}: TV {v['tv']:.2f}, avg regret {_fmt(v['adv_avg_regret'])}, slope "
+                    f"{v['adv_slope']:.2f}" for v in wider.values())
+        + f"; full context: TV {full['tv']:.3f} [{full['tv_ci95'][0]:.3f}, {full['tv_ci95'][1]:.3f}], avg regret "
+          f"{_fmt(full['adv_avg_regret'])}, slope {full['adv_slope']:.2f} | shown for w' = T; partial for w' < T |",
         f"| d | robustification = constant number of extra transformer layers | explicit weights vs algorithm on "
         f"{s['explicit']['trials']} random histories: max |diff| {s['explicit']['max_abs_diff']:.1e} "
         f"({s['explicit']['histories_switched']} switched); in play {s['explicit']['in_play_max_abs_diff']:.1e} "
@@ -424,10 +471,24 @@ def render_table(s: dict[str, Any]) -> str:
             f"robustification, T={tr['T']}: avg regret on D {tr['robust_avg_regret_D']:.3f}, switch rate "
             f"{tr['switch_rate_D']:.2f}; anti-model avg regret BR {tr['anti_model_avg_regret']['best_response']:.3f} "
             f"-> robust {tr['anti_model_avg_regret']['robust']:.3f} | model side |")
+    dp = s.get("dprime")
+    if dp:
+        ho = dp["held_out"]
+        tr_, ex, ba = dp["anti/trained_on_dprime"], dp["anti/dprime_exact"], dp["anti/base_model"]
+        lines.append(
+            f"| e | small transformers can be trained to represent D' | {dp['config']['n_layers']}-layer "
+            f"d={dp['config']['d_model']} causal transformer, next-token loss on D' samples "
+            f"(T={dp['config']['rounds']}, logit response beta={dp['config']['beta']:g}): held-out mean TV(model, D') "
+            + ", ".join(f"{k} {v['mean_tv_model_vs_dprime']:.3f}" for k, v in ho.items())
+            + f"; KL(D'||model) on D histories {ho['D']['mean_kl_dprime_to_model']:.3f}; vs anti-model avg regret "
+            f"at t={_fmt(tr_['t'])}: trained {_fmt(tr_['avg_regret'])} (slope {tr_['slope']:.2f}), exact D' "
+            f"{_fmt(ex['avg_regret'])} (slope {ex['slope']:.2f}), base {_fmt(ba['avg_regret'])} (slope "
+            f"{ba['slope']:.2f}); on D avg regret trained {dp['D/trained_on_dprime']:.3f}, D' "
+            f"{dp['D/dprime_exact']:.3f}, base {dp['D/base_model']:.3f} | see docs |")
     ds = s.get("distilled")
     if ds:
         lines.append(
-            f"| e | (trained to represent D') | causal transformer trained on robust targets, "
+            f"| e (suppl.) | distillation of the robust strategy | causal transformer trained on robust targets, "
             f"T={ds['config']['rounds']}: "
             f"held-out mean TV to the algorithm {ds['val_mean_tv']:.3f} (p95 {ds['val_p95_tv']:.3f}); anti-model avg "
             f"regret {ds['anti_avg_regret/distilled']:.3f} (algorithm {ds['anti_avg_regret/robust']:.3f}, BR "
