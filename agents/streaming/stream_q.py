@@ -1,0 +1,129 @@
+"""Stream Q(λ): online Q-learning with eligibility traces and ObGD, no replay buffer, no target network.
+
+Per transition: one forward of the batch [s, s'] (s' also gives the greedy action for the next step), one
+backward of Q(s, a), a fused trace update and one ObGD step. Traces reset at episode end and after any
+non-greedy action (Watkins-style cut).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.streaming.common import ObservationPipe, linear_schedule, make_rngs
+from policies.streaming.networks import (
+    ForwardCache,
+    StreamNetwork,
+    flatten_parameters_,
+    fused_backward,
+    fused_forward,
+    param_views,
+)
+from policies.streaming.obgd import AdaptiveObGD, ObGD
+
+
+@dataclass
+class StreamQConfig:
+    """Stream Q(λ) hyper-parameters (defaults from Stream-x)."""
+
+    lr: float = 1.0
+    gamma: float = 0.99
+    lam: float = 0.8
+    kappa: float = 2.0
+    sparsity: float = 0.9
+    start_e: float = 1.0
+    end_e: float = 0.01
+    exploration_fraction: float = 0.2  # ε decays over this fraction of total_steps (Atari uses 0.05)
+    total_steps: int = 5_000_000
+    adaptive: bool = False  # AdaptiveObGD instead of ObGD
+
+
+class StreamQ:
+    """Stream Q(λ) learner: ``act(obs)`` then ``observe(obs, a, r, next_obs, terminated, truncated)``."""
+
+    def __init__(self, suite: str, obs_shape: tuple[int, ...], n_actions: int, config: StreamQConfig | None = None,
+                 seed: int = 0) -> None:
+        self.config = cfg = config or StreamQConfig()
+        self.suite, self.obs_shape, self.n_actions = suite, tuple(obs_shape), int(n_actions)
+        gen, self.rng = make_rngs(seed)
+        self.q = StreamNetwork(suite, self.obs_shape, self.n_actions, cfg.sparsity, gen)
+        self.flat = flatten_parameters_(self.q)  # every weight is a view into this one vector
+        self.grad = torch.zeros_like(self.flat)
+        self.grad_views = param_views(self.grad, self.q)
+        self._onehot = torch.eye(self.n_actions).unsqueeze(1)  # [a] is the cotangent selecting Q(s, a)
+        opt_cls = AdaptiveObGD if cfg.adaptive else ObGD
+        self.opt = opt_cls(self.flat, lr=cfg.lr, gamma=cfg.gamma, lam=cfg.lam, kappa=cfg.kappa)
+        self._rl_scale = 0.0
+        self.pipe = ObservationPipe(self.obs_shape, cfg.gamma)
+        self.steps = 0
+        self._greedy = True
+        self._last_action = -1
+
+    # -- acting -------------------------------------------------------------------------------------------
+    def epsilon(self) -> float:
+        cfg = self.config
+        return linear_schedule(cfg.start_e, cfg.end_e, int(cfg.exploration_fraction * cfg.total_steps), self.steps)
+
+    def _q_values(self, s: torch.Tensor) -> torch.Tensor:
+        if self.pipe.outputs is None:
+            self.pipe.outputs = fused_forward(self.q, s.unsqueeze(0))[0]
+        return self.pipe.outputs
+
+    def act(self, obs: np.ndarray) -> int:
+        """ε-greedy action; remembers whether it was greedy (a non-greedy action cuts the traces)."""
+        s, _ = self.pipe.get(obs)
+        q = self._q_values(s)
+        greedy_a = int(torch.argmax(q))
+        if self.rng.random() < self.epsilon():
+            a = int(self.rng.integers(self.n_actions))
+        else:
+            a = greedy_a
+        self._greedy = a == greedy_a
+        self._last_action = a
+        return a
+
+    # -- learning -----------------------------------------------------------------------------------------
+    def _td_update(self, s: torch.Tensor, a: int, r_scaled: float, s_next: torch.Tensor, terminated: bool
+                   ) -> tuple[float, torch.Tensor]:
+        """One Q(λ) step; returns (δ, Q(s') computed before the update)."""
+        cache = ForwardCache()
+        q = fused_forward(self.q, torch.stack((s, s_next)), cache)  # one pass for Q(s, ·) and Q(s', ·)
+        q_sa = float(q[0, a])
+        q_next = q[1]
+        # ∇θ Q(s, a) into self.grad
+        fused_backward(cache, self._onehot[a], self.grad_views, use_mkldnn=self.q.use_mkldnn)
+        target = r_scaled + (0.0 if terminated else self.config.gamma * float(q_next.max()))
+        delta = target - q_sa
+        self.opt.accumulate(self.grad)
+        self._rl_scale = self.opt.step(delta)
+        return delta, q_next
+
+    def observe(self, obs: np.ndarray, action: int, reward: float, next_obs: np.ndarray, terminated: bool,
+                truncated: bool) -> dict[str, Any]:
+        """Learn from one transition (s, a, r, s'); ``obs``/``action`` must be the last ``act`` call's."""
+        s, _ = self.pipe.get(obs)
+        greedy = self._greedy if action == self._last_action else False
+        done = terminated or truncated
+        r_scaled = self.pipe.reward_scaler(reward, done)
+        s_next = self.pipe.push(next_obs)
+        delta, q_next = self._td_update(s, int(action), r_scaled, s_next, terminated)
+        self.pipe.outputs = q_next  # greedy action at s' from this forward pass (weights before the update)
+        if done or not greedy:
+            self.opt.reset_traces()
+        self.steps += 1
+        return {"delta": delta}
+
+    # -- checkpointing ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"net": self.q.state_dict(), "opt": self.opt.state_dict(), "pipe": self.pipe.state_dict(),
+                "rng": self.rng.bit_generator.state, "steps": self.steps, "config": asdict(self.config)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.q.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        self.pipe.load_state_dict(state["pipe"])
+        self.rng.bit_generator.state = state["rng"]
+        self.steps = int(state["steps"])

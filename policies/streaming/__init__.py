@@ -1,0 +1,1 @@
+"""Building blocks of streaming deep RL: sparse init, affine-free LayerNorm networks, ObGD, normalisers, SPR."""

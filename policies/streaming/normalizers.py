@@ -1,0 +1,88 @@
+"""Running observation normaliser and discounted-return reward scaler used by every streaming agent."""
+
+from __future__ import annotations
+
+import torch
+
+
+class RunningMeanStd:
+    """Per-element running mean and sample variance (Welford); var is 1 until two samples were seen."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.count = 0
+        self.mean = torch.zeros(shape, dtype=torch.float64)
+        self.m2 = torch.zeros(shape, dtype=torch.float64)  # float64 so millions of updates do not drift
+
+    def update(self, x: torch.Tensor) -> None:
+        x = x.to(torch.float64)
+        self.count += 1
+        delta = x - self.mean
+        self.mean.add_(delta, alpha=1.0 / self.count)
+        self.m2.addcmul_(delta, x - self.mean)
+
+    @property
+    def var(self) -> torch.Tensor:
+        if self.count < 2:
+            return torch.ones_like(self.mean)
+        return self.m2 / (self.count - 1)
+
+    def state_dict(self) -> dict:
+        return {"count": self.count, "mean": self.mean.clone(), "m2": self.m2.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.count = int(state["count"])
+        self.mean.copy_(state["mean"])
+        self.m2.copy_(state["m2"])
+
+
+class ObservationNormalizer:
+    """Updates running statistics with each observation, then returns (x − mean)/√(var + ε) as float32."""
+
+    def __init__(self, shape: tuple[int, ...], eps: float = 1e-8) -> None:
+        self.stats = RunningMeanStd(shape)
+        self.eps = eps
+        self._mean32 = torch.zeros(shape)
+        self._inv_std32 = torch.ones(shape)
+
+    def __call__(self, obs: torch.Tensor, update: bool = True) -> torch.Tensor:
+        if update:
+            self.stats.update(obs)
+            self._mean32 = self.stats.mean.float()
+            self._inv_std32 = (self.stats.var + self.eps).rsqrt().float()
+        return (obs.float() - self._mean32) * self._inv_std32
+
+    def state_dict(self) -> dict:
+        return self.stats.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.stats.load_state_dict(state)
+        self._mean32 = self.stats.mean.float()
+        self._inv_std32 = (self.stats.var + self.eps).rsqrt().float()
+
+
+class RewardScaler:
+    """Divides rewards by the running std of the discounted return trace u ← γ(1−done)u + r (not centred)."""
+
+    def __init__(self, gamma: float = 0.99, eps: float = 1e-8) -> None:
+        self.gamma, self.eps = float(gamma), float(eps)
+        self.u = 0.0
+        self.count = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+
+    def __call__(self, reward: float, done: bool) -> float:
+        # The formula as written in Stream-x (and gymnasium's NormalizeReward): done multiplies the old trace.
+        self.u = self.gamma * (1.0 - float(done)) * self.u + float(reward)
+        self.count += 1
+        delta = self.u - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (self.u - self.mean)
+        var = self.m2 / (self.count - 1) if self.count >= 2 else 1.0
+        return float(reward) / (var + self.eps) ** 0.5
+
+    def state_dict(self) -> dict:
+        return {"u": self.u, "count": self.count, "mean": self.mean, "m2": self.m2}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.u, self.count = float(state["u"]), int(state["count"])
+        self.mean, self.m2 = float(state["mean"]), float(state["m2"])
