@@ -1,0 +1,291 @@
+"""Instance matching: which candidate is the personal object shown in a few reference images?
+
+Three cues, each max-pooled over the references, are combined by a logistic model into one calibrated probability:
+- ``embedding``: cosine of deep features (MobileNetV2 by default, or a local DINOv2/CLIP folder);
+- ``colour``: HSV histogram intersection over the object's pixels;
+- ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8).
+Within an image, cues are also compared across candidates (each cue minus the best other candidate's), because
+same-category distractors make absolute similarities uninformative; the relative terms carry most weight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from envs.errors import ConfigError
+from perception.candidate import GREY, OBJECT_CROP, Candidate, object_crop
+from perception.embedders import Embedder, MobileNetEmbedder
+from perception.proposals import ProposalConfig, colour_proposals
+
+COMPONENTS = ("embedding", "colour", "keypoints")
+CROP = OBJECT_CROP  # matching resolution: small objects are upsampled so ORB's 31-px patches fit
+_GREY = GREY
+
+
+@dataclass(frozen=True)
+class MatcherConfig:
+    """Which cues to use and the logistic weights combining them (absolute, relative-to-best-other, bias)."""
+
+    components: tuple[str, ...] = COMPONENTS
+    weights_abs: dict[str, float] = field(default_factory=lambda: {"embedding": 4.0, "colour": 3.0,
+                                                                    "keypoints": 3.0})
+    weights_rel: dict[str, float] = field(default_factory=lambda: {"embedding": 12.0, "colour": 8.0,
+                                                                    "keypoints": 6.0})
+    bias: float = -6.0
+    hist_bins: tuple[int, int, int] = (12, 4, 4)
+    orb_features: int = 200
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.components if c not in COMPONENTS]
+        if bad or not self.components:
+            raise ConfigError(f"unknown matcher components {bad or '(none)'}; valid: {', '.join(COMPONENTS)}")
+
+
+@dataclass
+class ObjectView:
+    """Precomputed matching features of one object view (a reference or a candidate)."""
+
+    crop: np.ndarray
+    embedding: np.ndarray | None
+    hist: np.ndarray
+    descriptors: np.ndarray | None
+    points: np.ndarray
+
+
+def load_reference_images(refs: Any) -> list[np.ndarray | dict]:
+    """Normalise ``info["reference_images"]`` (arrays, dicts with image/mask, or file paths) to arrays/dicts.
+
+    Raises ConfigError naming the problem when references are missing or unreadable.
+    """
+    if refs is None or (hasattr(refs, "__len__") and len(refs) == 0):
+        raise ConfigError("no reference images given for the personal object (info['reference_images'] is empty)")
+    if isinstance(refs, np.ndarray) and refs.ndim == 3:
+        refs = [refs]
+    out: list[np.ndarray | dict] = []
+    for i, ref in enumerate(refs):
+        if isinstance(ref, str | Path):
+            img = cv2.imread(str(ref), cv2.IMREAD_COLOR)
+            if img is None:
+                raise ConfigError(f"reference image {str(ref)!r} is missing or unreadable")
+            out.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
+        elif isinstance(ref, dict):
+            if "image" not in ref:
+                raise ConfigError(f"reference {i} is a dict without an 'image' entry")
+            out.append(ref)
+        else:
+            arr = np.asarray(ref)
+            if arr.ndim != 3 or arr.shape[-1] != 3 or arr.size == 0:
+                raise ConfigError(f"reference image {i} has shape {arr.shape}; expected H×W×3 RGB")
+            out.append(arr.astype(np.uint8))
+    return out
+
+
+def reference_mask(image: np.ndarray) -> np.ndarray:
+    """The object in a reference photo on a plain background: the largest colour proposal (else everything)."""
+    cfg = ProposalConfig(min_area_frac=0.01, max_area_frac=0.95)
+    masks = colour_proposals(image, cfg)
+    if not masks:
+        return np.ones(image.shape[:2], bool)
+    return max(masks, key=lambda m: int(m.sum()))
+
+
+def _digest(image: np.ndarray, mask: np.ndarray | None) -> bytes:
+    h = hashlib.blake2b(np.ascontiguousarray(image).tobytes(), digest_size=16)
+    h.update(str(image.shape).encode())
+    if mask is not None:
+        h.update(np.packbits(mask).tobytes())
+    return h.digest()
+
+
+def overlap_matrix(masks: Sequence[np.ndarray]) -> np.ndarray:
+    """n×n bool: candidates i and j share pixels (a fragment and the union containing it); diagonal True."""
+    n = len(masks)
+    if n == 0:
+        return np.zeros((0, 0), bool)
+    flat = np.stack([np.asarray(m, bool).ravel() for m in masks]).astype(np.float32)
+    return (flat @ flat.T) > 0
+
+
+def margins(val: np.ndarray, overlap: np.ndarray | None = None) -> np.ndarray:
+    """Each cue minus the best value among the *other* candidates it does not overlap (0 when there are none).
+
+    Overlapping candidates are alternative masks of one object, not competitors, so they are left out.
+    """
+    val = np.asarray(val, float)
+    n = len(val)
+    excl = np.eye(n, dtype=bool) if overlap is None else np.asarray(overlap, bool) | np.eye(n, dtype=bool)
+    others = np.where(excl, -np.inf, val[None, :]).max(axis=1) if n else np.zeros(0)
+    return np.where(np.isfinite(others), val - others, 0.0)
+
+
+class InstanceMatcher:
+    """Scores candidates against a reference set; ``set_references`` once per episode, ``score`` per detection."""
+
+    def __init__(self, config: MatcherConfig = MatcherConfig(), embedder: Embedder | None = None) -> None:
+        self.config = config
+        self.embedder = embedder if embedder is not None else MobileNetEmbedder()
+        self._orb = cv2.ORB_create(nfeatures=config.orb_features, edgeThreshold=8, patchSize=15)
+        self._bf = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
+        self.references: list[ObjectView] = []
+        self._ref_cache: dict[bytes, ObjectView] = {}
+
+    # -- features ---------------------------------------------------------------------------------------------
+    def views(self, image: np.ndarray, masks: Sequence[np.ndarray]) -> list[ObjectView]:
+        """Matching features of the masked objects in one image (one batched embedder call)."""
+        crops, crop_masks = [], []
+        for m in masks:
+            c, cm = object_crop(image, m, CROP)
+            crops.append(c)
+            crop_masks.append(cm)
+        use = self.config.components
+        emb = self.embedder.embed(np.stack(crops)) if ("embedding" in use and crops) else [None] * len(crops)
+        out = []
+        for c, cm, e in zip(crops, crop_masks, emb, strict=True):
+            hist = self._hist(c, cm) if "colour" in use else np.zeros(1, np.float32)
+            pts, desc = self._keypoints(c, cm) if "keypoints" in use else (np.zeros((0, 2), np.float32), None)
+            out.append(ObjectView(crop=c, embedding=e, hist=hist, descriptors=desc, points=pts))
+        return out
+
+    def _hist(self, crop_img: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        hsv = cv2.cvtColor(crop_img, cv2.COLOR_RGB2HSV)
+        hist = cv2.calcHist([hsv], [0, 1, 2], mask.astype(np.uint8), list(self.config.hist_bins),
+                            [0, 180, 0, 256, 0, 256]).ravel()
+        return (hist / max(hist.sum(), 1.0)).astype(np.float32)
+
+    def _keypoints(self, crop_img: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        grey = cv2.cvtColor(crop_img, cv2.COLOR_RGB2GRAY)
+        kps, desc = self._orb.detectAndCompute(grey, cv2.dilate(mask.astype(np.uint8) * 255, np.ones((3, 3))))
+        pts = np.array([k.pt for k in kps], np.float32).reshape(-1, 2)
+        return pts, desc
+
+    def set_references(self, refs: Any) -> int:
+        """Load and featurise the reference images; returns how many were usable.
+
+        Featurised reference sets are cached by content (the same personal object recurs across episodes).
+        """
+        images = load_reference_images(refs)
+        views = []
+        for ref in images:
+            if isinstance(ref, dict):
+                img = np.asarray(ref["image"], np.uint8)
+                given = ref.get("mask")
+                key = _digest(img, None if given is None else np.asarray(given, bool))
+                if key not in self._ref_cache:
+                    mask = np.asarray(given, bool) if given is not None else reference_mask(img)
+                    self._ref_cache[key] = self.views(img, [mask])[0]
+            else:
+                key = _digest(ref, None)
+                if key not in self._ref_cache:
+                    self._ref_cache[key] = self.views(ref, [reference_mask(ref)])[0]
+            views.append(self._ref_cache[key])
+        if len(self._ref_cache) > 256:  # bounded: drop the oldest half
+            for k in list(self._ref_cache)[:128]:
+                del self._ref_cache[k]
+        self.references = views
+        return len(views)
+
+    def colour_similarity(self, image: np.ndarray, masks: Sequence[np.ndarray]) -> np.ndarray:
+        """The colour cue alone (no network): a cheap pre-filter that ranks many proposals before scoring."""
+        if not self.references or not len(masks):
+            return np.zeros(len(masks))
+        hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV)
+        out = []
+        for m in masks:
+            hist = cv2.calcHist([hsv], [0, 1, 2], np.asarray(m, np.uint8), list(self.config.hist_bins),
+                                [0, 180, 0, 256, 0, 256]).ravel()
+            hist = hist / max(hist.sum(), 1.0)
+            ref_hists = [r.hist for r in self.references if r.hist.size == hist.size]
+            if not ref_hists:
+                ref_hists = [self._hist(r.crop, np.any(r.crop != _GREY, axis=-1)) for r in self.references]
+            out.append(max(float(np.minimum(hist, rh).sum()) for rh in ref_hists))
+        return np.array(out)
+
+    # -- cues -------------------------------------------------------------------------------------------------
+    def _inliers(self, a: ObjectView, b: ObjectView) -> int:
+        if a.descriptors is None or b.descriptors is None or len(a.points) < 3 or len(b.points) < 3:
+            return 0
+        matches = self._bf.match(a.descriptors, b.descriptors)
+        if len(matches) < 3:
+            return 0
+        src = a.points[[m.queryIdx for m in matches]]
+        dst = b.points[[m.trainIdx for m in matches]]
+        _, inl = cv2.estimateAffinePartial2D(src, dst, method=cv2.RANSAC, ransacReprojThreshold=4.0,
+                                             maxIters=200, confidence=0.99, refineIters=0)
+        return int(inl.sum()) if inl is not None else 0
+
+    def cues(self, views: Sequence[ObjectView]) -> dict[str, np.ndarray]:
+        """Per-candidate cue values (max over references), each shape (n,)."""
+        if not self.references:
+            raise ConfigError("matcher has no reference images; call set_references first")
+        n, use, out = len(views), self.config.components, {}
+        if "embedding" in use:
+            refs = np.stack([r.embedding for r in self.references])
+            cand = np.stack([v.embedding for v in views]) if n else np.zeros((0, refs.shape[1]), np.float32)
+            out["embedding"] = (cand @ refs.T).max(axis=1) if n else np.zeros(0)
+        if "colour" in use:
+            out["colour"] = np.array([max(float(np.minimum(v.hist, r.hist).sum()) for r in self.references)
+                                      for v in views])
+        if "keypoints" in use:
+            counts = np.array([max(self._inliers(v, r) for r in self.references) for v in views], float)
+            out["keypoints"] = counts / (counts + 8.0)
+        return out
+
+    def combine(self, cues: dict[str, np.ndarray], overlap: np.ndarray | None = None) -> np.ndarray:
+        """Logistic combination of absolute cues and their margin over the best other (non-overlapping) candidate."""
+        cfg = self.config
+        n = len(next(iter(cues.values())))
+        logit = np.full(n, cfg.bias, float)
+        for name, val in cues.items():
+            logit += cfg.weights_abs[name] * val + cfg.weights_rel[name] * margins(val, overlap)
+        return 1.0 / (1.0 + np.exp(-logit))
+
+    def score(self, image: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
+        """Calibrated probability that each candidate is the personal object, shape (n,)."""
+        if not candidates:
+            return np.zeros(0)
+        cues = self.cues(self.views(image, [c.mask for c in candidates]))
+        return self.combine(cues, overlap_matrix([c.mask for c in candidates]))
+
+    def fit_calibration(self, cue_rows: list[dict[str, np.ndarray]], labels: list[np.ndarray],
+                        steps: int = 500, lr: float = 0.5,
+                        overlaps: list[np.ndarray | None] | None = None) -> MatcherConfig:
+        """Fit the logistic weights on labelled scenes (cue dicts + 0/1 arrays); returns the fitted config."""
+        feats, ys = [], []
+        overlaps = overlaps if overlaps is not None else [None] * len(labels)
+        for cues, y, ov in zip(cue_rows, labels, overlaps, strict=True):
+            cols = []
+            for name in self.config.components:
+                val = np.asarray(cues[name], float)
+                cols += [val, margins(val, ov)]
+            feats.append(np.stack(cols, axis=1))
+            ys.append(np.asarray(y, float))
+        X, Y = np.concatenate(feats), np.concatenate(ys)
+        w, b = np.zeros(X.shape[1]), 0.0
+        for _ in range(steps):  # plain gradient descent with a little L2: a handful of parameters
+            p = 1.0 / (1.0 + np.exp(-(X @ w + b)))
+            w -= lr * (X.T @ (p - Y) / len(Y) + 1e-3 * w)
+            b -= lr * float(np.mean(p - Y))
+        comps = self.config.components
+        return MatcherConfig(components=comps, weights_abs={c: float(w[2 * i]) for i, c in enumerate(comps)},
+                             weights_rel={c: float(w[2 * i + 1]) for i, c in enumerate(comps)}, bias=float(b),
+                             hist_bins=self.config.hist_bins, orb_features=self.config.orb_features)
+
+
+class LimitedMatcher(InstanceMatcher):
+    """Uses only the first ``limit`` reference images (the reference-count ablation); ``None``: all of them."""
+
+    def __init__(self, limit: int | None = None, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.limit = limit
+
+    def set_references(self, refs: Any) -> int:
+        if self.limit is not None and refs is not None and len(refs):
+            refs = list(refs)[: self.limit]
+        return super().set_references(refs)

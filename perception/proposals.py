@@ -1,0 +1,176 @@
+"""Class-agnostic object proposals from RGB-D (table-plane removal + depth discontinuities) or RGB alone.
+
+With depth: a plane is fitted robustly to *inverse* depth (for a pinhole camera a planar surface has inverse depth
+affine in pixel coordinates, so no intrinsics are needed); pixels clearly nearer than the plane are foreground,
+depth discontinuities split touching objects, and connected components become proposals. Without depth: the
+dominant colour (the table) is removed in Lab space and the remaining connected components are proposals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from scipy import ndimage
+
+
+@dataclass(frozen=True)
+class ProposalConfig:
+    """Thresholds of the proposal generator (fractions are of the image area)."""
+
+    min_area_frac: float = 0.0008
+    max_area_frac: float = 0.25
+    plane_margin: float = 0.004  # inverse-depth units (1/m) above the plane that count as "on the table"
+    edge_rel: float = 0.03  # relative depth jump between neighbours that separates two objects
+    colour_dist: float = 18.0  # Lab distance from the table colour that counts as foreground
+    ransac_iters: int = 64
+    seed: int = 0
+    merge_fragments: bool = True  # also propose the union of touching, vertically stacked fragments
+    merge_x_overlap: float = 0.6  # horizontal overlap (fraction of the narrower fragment) for stacked fragments
+
+
+def fit_plane_inverse_depth(depth: np.ndarray, cfg: ProposalConfig) -> np.ndarray:
+    """Height above the dominant plane in inverse-depth units (positive = nearer the camera than the table)."""
+    h, w = depth.shape
+    valid = np.isfinite(depth) & (depth > 1e-6)
+    inv = np.zeros_like(depth, dtype=np.float64)
+    inv[valid] = 1.0 / depth[valid]
+    ys, xs = np.nonzero(valid)
+    if len(xs) < 3:
+        return np.zeros_like(inv)
+    rng = np.random.default_rng(cfg.seed)
+    sample = rng.choice(len(xs), size=min(len(xs), 4000), replace=False)
+    A = np.stack([xs[sample] / w, ys[sample] / h, np.ones(len(sample))], axis=1)
+    b = inv[ys[sample], xs[sample]]
+    tol = max(cfg.plane_margin * 0.5, 1e-6)
+    best, best_count = None, -1
+    for _ in range(cfg.ransac_iters):
+        pick = rng.choice(len(sample), size=3, replace=False)
+        try:
+            coef = np.linalg.solve(A[pick], b[pick])
+        except np.linalg.LinAlgError:
+            continue
+        count = int((np.abs(A @ coef - b) < tol).sum())
+        if count > best_count:
+            best, best_count = coef, count
+    if best is None:
+        return np.zeros_like(inv)
+    inliers = np.abs(A @ best - b) < tol
+    best = np.linalg.lstsq(A[inliers], b[inliers], rcond=None)[0]  # refine on all inliers
+    yy, xx = np.mgrid[0:h, 0:w]
+    plane = best[0] * xx / w + best[1] * yy / h + best[2]
+    return np.where(valid, inv - plane, 0.0)
+
+
+def _components(fg: np.ndarray, cfg: ProposalConfig, split: np.ndarray | None = None) -> list[np.ndarray]:
+    """Connected components of ``fg`` (after removing ``split`` pixels, which are then re-attached) as masks."""
+    h, w = fg.shape
+    core = fg & ~split if split is not None else fg
+    core = ndimage.binary_opening(core, structure=np.ones((2, 2), bool))
+    labels, n = ndimage.label(core)
+    if n == 0:
+        return []
+    if split is not None:  # give removed edge pixels back to the nearest component
+        _, (iy, ix) = ndimage.distance_transform_edt(labels == 0, return_indices=True)
+        grown = labels[iy, ix]
+        labels = np.where(fg & (labels == 0), grown, labels)
+        labels[~fg] = 0
+    min_area, max_area = cfg.min_area_frac * h * w, cfg.max_area_frac * h * w
+    areas = ndimage.sum_labels(np.ones_like(labels), labels, index=np.arange(1, n + 1))
+    masks = []
+    slices = ndimage.find_objects(labels)
+    for k in np.nonzero((areas >= min_area) & (areas <= max_area))[0]:
+        masks.append(_fill_holes_in_box(labels, k + 1, slices[k]))
+    return masks
+
+
+def _fill_holes_in_box(labels: np.ndarray, k: int, box: tuple[slice, slice]) -> np.ndarray:
+    """``binary_fill_holes(labels == k)`` computed on the component's box (+1 px) only: same result, far cheaper."""
+    h, w = labels.shape
+    ys = slice(max(box[0].start - 1, 0), min(box[0].stop + 1, h))
+    xs = slice(max(box[1].start - 1, 0), min(box[1].stop + 1, w))
+    out = np.zeros((h, w), bool)
+    out[ys, xs] = ndimage.binary_fill_holes(labels[ys, xs] == k)
+    return out
+
+
+def stacked_unions(masks: list[np.ndarray], cfg: ProposalConfig = ProposalConfig()) -> list[np.ndarray]:
+    """Unions of fragment pairs that touch and sit one above the other in the image.
+
+    Depth discontinuities split a mug, cup or bowl at its rim (the inner wall is farther than the front lip), so
+    the object comes out as a body and an "inside" fragment stacked vertically with the same horizontal extent.
+    Both the fragments and their union are kept; the matcher, which compares each candidate only with candidates
+    it does not overlap, decides which one is the object.
+    """
+    if len(masks) < 2:
+        return []
+    h, w = masks[0].shape
+    kernel = np.ones((5, 5), np.uint8)
+    boxes = []
+    for m in masks:
+        ys, xs = np.nonzero(m)
+        boxes.append((xs.min(), ys.min(), xs.max() + 1, ys.max() + 1))
+    out = []
+    max_area = cfg.max_area_frac * h * w
+    for i in range(len(masks)):
+        for j in range(i + 1, len(masks)):
+            a, b = boxes[i], boxes[j]
+            overlap = min(a[2], b[2]) - max(a[0], b[0])
+            if overlap < cfg.merge_x_overlap * min(a[2] - a[0], b[2] - b[0]):
+                continue
+            if a[1] > b[3] + 2 or b[1] > a[3] + 2:  # a vertical gap: not touching
+                continue
+            y0, y1 = max(min(a[1], b[1]) - 3, 0), min(max(a[3], b[3]) + 3, h)
+            x0, x1 = max(min(a[0], b[0]) - 3, 0), min(max(a[2], b[2]) + 3, w)
+            grown = cv2.dilate(masks[i][y0:y1, x0:x1].astype(np.uint8), kernel).astype(bool)
+            if not (grown & masks[j][y0:y1, x0:x1]).any():
+                continue
+            pair = masks[i] | masks[j]
+            union = pair.copy()  # close the seam between them, on the pair's box (+ margin) only
+            y0, y1 = max(min(a[1], b[1]) - 6, 0), min(max(a[3], b[3]) + 6, h)
+            x0, x1 = max(min(a[0], b[0]) - 6, 0), min(max(a[2], b[2]) + 6, w)
+            union[y0:y1, x0:x1] |= ndimage.binary_closing(pair[y0:y1, x0:x1], np.ones((5, 5), bool))
+            if union.sum() <= max_area:
+                out.append(union)
+    return out
+
+
+def depth_proposals(depth: np.ndarray, cfg: ProposalConfig = ProposalConfig()) -> list[np.ndarray]:
+    """Masks of things standing on the dominant plane, split at depth discontinuities (+ stacked-fragment unions)."""
+    height = fit_plane_inverse_depth(np.asarray(depth, np.float64), cfg)
+    fg = height > cfg.plane_margin
+    d = np.asarray(depth, np.float64)
+    gy, gx = np.gradient(d)
+    jump = np.hypot(gx, gy) / np.maximum(d, 1e-6)
+    masks = _components(fg, cfg, split=jump > cfg.edge_rel)
+    return masks + stacked_unions(masks, cfg) if cfg.merge_fragments else masks
+
+
+def dominant_colour_lab(lab: np.ndarray, bins: int = 12) -> np.ndarray:
+    """Mean Lab colour of the most populated coarse colour bin (the table, in a tabletop view)."""
+    q = np.clip((lab / 256.0 * bins).astype(int), 0, bins - 1).reshape(-1, 3)
+    flat = q[:, 0] * bins * bins + q[:, 1] * bins + q[:, 2]
+    top = np.bincount(flat, minlength=bins**3).argmax()
+    return lab.reshape(-1, 3)[flat == top].mean(axis=0)
+
+
+def colour_proposals(image: np.ndarray, cfg: ProposalConfig = ProposalConfig()) -> list[np.ndarray]:
+    """Masks of regions whose colour differs from the dominant (table) colour."""
+    lab = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2LAB).astype(np.float32)
+    lab = cv2.GaussianBlur(lab, (3, 3), 0)
+    table = dominant_colour_lab(lab)
+    # Weight lightness less: shading on the table should not become foreground.
+    diff = (lab - table) * np.array([0.5, 1.0, 1.0], np.float32)
+    fg = np.linalg.norm(diff, axis=-1) > cfg.colour_dist
+    return _components(fg, cfg)
+
+
+def propose(image: np.ndarray, depth: np.ndarray | None = None,
+            cfg: ProposalConfig = ProposalConfig()) -> list[np.ndarray]:
+    """Class-agnostic proposal masks: from depth when given (more reliable), else from colour."""
+    if depth is not None:
+        masks = depth_proposals(depth, cfg)
+        if masks:
+            return masks
+    return colour_proposals(image, cfg)

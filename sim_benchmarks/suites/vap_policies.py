@@ -1,0 +1,78 @@
+"""Registers the VAP policies for ``personalized_simpler``: ``vap`` and ``oracle_mask`` (VAP with simulator masks).
+
+Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA), so any base
+works. Options: ``vap_style`` (highlight style), ``vap_refs`` (use only the first N reference images),
+``vap_components`` (comma-separated matcher cues), ``vap_every`` (tracker re-localisation period),
+``vap_embedder`` (local DINOv2/CLIP folder), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
+``vap_min_score`` (below it grounding falls back; the default bias is set for all three cues).
+Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI imports every suite module per call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.errors import ConfigError, choice_error
+from sim_benchmarks import registry
+from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
+
+SUITES = ("personalized_simpler",)
+VAP_POLICIES = ("vap", "oracle_mask")
+
+
+def _base(ctx: PolicyContext) -> Any:
+    name = str(ctx.options.get("vap_base", "generic"))
+    specs = registry.policies()
+    if name in VAP_POLICIES or name not in specs:
+        raise choice_error("vap_base policy", name, [n for n in specs if n not in VAP_POLICIES])
+    return specs[name].factory(ctx)
+
+
+def _privileged(ctx: PolicyContext):
+    """Depth (an RGB-D sensor) and segmentation (metrics / oracle only) rendered from the simulator on demand."""
+    env = ctx.env.unwrapped
+
+    def sensors() -> dict[str, Any]:
+        _, depth, seg = env.scene.render(segmentation=True)
+        return {"depth": depth, "segmentation": seg}
+
+    return sensors, (lambda: int(env.personal_body_id))
+
+
+def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
+    """A VisualAttentivePrompting policy configured from ``ctx.options`` (see the module docstring)."""
+    from perception.detectors import OracleDetector, make_detector
+    from perception.embedders import make_embedder
+    from perception.matching import COMPONENTS, LimitedMatcher, MatcherConfig
+    from perception.prompting import VisualPrompter
+    from perception.tracking import MaskTracker, TrackerConfig
+    from policies.vap import VAPConfig, VisualAttentivePrompting
+
+    opts = ctx.options
+    comps = tuple(c for c in str(opts.get("vap_components", ",".join(COMPONENTS))).split(",") if c)
+    refs = opts.get("vap_refs")
+    if refs is not None and int(refs) < 1:
+        raise ConfigError(f"vap_refs must be >= 1, got {refs}")
+    matcher = LimitedMatcher(None if refs is None else int(refs), config=MatcherConfig(components=comps),
+                             embedder=make_embedder(opts.get("vap_embedder")))
+    sensors, target_id = _privileged(ctx)
+    vap_cfg = VAPConfig(min_score=float(opts.get("vap_min_score", VAPConfig.min_score)))
+    if oracle:
+        detector: Any = OracleDetector(target_id_fn=target_id)
+    else:
+        name = str(opts.get("vap_detector", "proposals"))
+        extra: dict[str, Any] = {"model_dir": opts["vap_detector_dir"]} if "vap_detector_dir" in opts else {}
+        if name == "proposals":
+            extra = {"embedder": matcher.embedder, "max_candidates": vap_cfg.max_candidates}
+        detector = make_detector(name, **extra)
+    return VisualAttentivePrompting(
+        _base(ctx), detector=detector, matcher=matcher,
+        tracker=MaskTracker(TrackerConfig(every=int(opts.get("vap_every", 5)))),
+        prompter=VisualPrompter(style=str(opts.get("vap_style", "recolour"))),
+        config=vap_cfg, target_id_fn=target_id, sensors_fn=sensors)
+
+
+register_policy(PolicySpec("vap", "VAP: detect + match references + track + recolour prompt around a frozen base",
+                           lambda ctx: build_vap(ctx, oracle=False), suites=SUITES))
+register_policy(PolicySpec("oracle_mask", "VAP with the simulator's mask of my object (upper bound)",
+                           lambda ctx: build_vap(ctx, oracle=True), suites=SUITES))

@@ -1,0 +1,362 @@
+"""VAP benchmarks on Personalized-SIMPLER: grounding accuracy, ablations, per-step time, matcher calibration.
+
+    python -m sim_benchmarks.vap_benchmark grounding --episodes 30 --seed 10000 --out runs/vap_grounding
+    python -m sim_benchmarks.vap_benchmark ablation --episodes 20 --seed 20000 --out runs/vap_ablation
+    python -m sim_benchmarks.vap_benchmark speed --episodes 3 --repeats 3 --out runs/vap_speed
+    python -m sim_benchmarks.vap_benchmark calibrate --episodes 30 --seed 0 --out runs/vap_calibration
+
+*Grounding accuracy* = the candidate VAP chooses at the first step is the personal object (majority body id of the
+chosen mask in the simulator segmentation; privileged, used only to score). It does not depend on the base policy,
+so it is measured with the scripted expert underneath. Ablations also report success / correct-object through
+``sim_benchmarks.evaluation.run_evaluation`` when the generic VLA checkpoint exists. ``calibrate`` fits the
+matcher's logistic weights on **train-split** objects only (``generic_simpler``, ``split=train``, references on),
+never on the test-split instances that ``personalized_simpler`` uses. Each command writes JSON + a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.errors import ConfigError
+from sim_benchmarks import registry
+from sim_benchmarks.metrics import wilson_ci
+from sim_benchmarks.registry import PolicyContext
+from sim_benchmarks.train_log import write_json_atomic
+
+SUITE = "personalized_simpler"
+GENERIC_CHECKPOINT = Path("checkpoints/generic_vla")
+
+
+def _pct(k: int, n: int) -> str:
+    lo, hi = wilson_ci(k, n)
+    return f"{100 * k / max(n, 1):.0f} % ({k}/{n}; CI {100 * lo:.0f}–{100 * hi:.0f})"
+
+
+def generic_available() -> bool:
+    """Whether the built-in generic VLA checkpoint is present (else speed/ablation fall back to the expert)."""
+    return "generic" in registry.policies() and GENERIC_CHECKPOINT.is_dir() and any(GENERIC_CHECKPOINT.iterdir())
+
+
+def make_vap(env: Any, task: str, options: dict[str, Any], oracle: bool = False, seed: int = 0) -> Any:
+    """The registered ``vap`` (or ``oracle_mask``) policy for an env, configured by ``options``."""
+    name = "oracle_mask" if oracle else "vap"
+    ctx = PolicyContext(SUITE, task, name, seed, env, {"vap_base": "scripted_expert", **options})
+    return registry.policies()[name].factory(ctx)
+
+
+def grounding_task(task: str, episodes: int, seed: int, vap_options: dict[str, Any] | None = None,
+                   env_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """First-step grounding on ``episodes`` seeded episodes of one task; per-episode rows + totals."""
+    return grounding_variants(task, episodes, seed, {"vap": vap_options or {}}, env_options)["vap"]
+
+
+def grounding_variants(task: str, episodes: int, seed: int, variants: dict[str, dict[str, Any]],
+                       env_options: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Like :func:`grounding_task` for several VAP configurations on the very same frames (one reset each)."""
+    suite = registry.suites()[SUITE]
+    env = suite.make_env(task, {"privileged": True, **(env_options or {})})
+    policies = {name: make_vap(env, task, opts) for name, opts in variants.items()}
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    try:
+        for i in range(episodes):
+            obs, info = env.reset(seed=seed + i)
+            for name, policy in policies.items():
+                t0 = time.perf_counter()
+                policy.reset(obs["instruction"], {**info, "policy_seed": seed + i})
+                policy.act(obs)
+                rec = policy.episode_info()
+                rows[name].append({"seed": seed + i, "correct": bool(rec["grounding_correct"]),
+                                   "fallback": rec["fallback"], "candidates": rec["candidates"],
+                                   "chosen_score": rec["chosen_score"],
+                                   "ground_ms": round(1000 * (time.perf_counter() - t0), 1)})
+    finally:
+        env.close()
+    out = {}
+    for name, rs in rows.items():
+        k = sum(r["correct"] for r in rs)
+        lo, hi = wilson_ci(k, len(rs))
+        out[name] = {"task": task, "episodes": len(rs), "correct": k, "accuracy": k / max(len(rs), 1),
+                     "ci95": [lo, hi], "fallbacks": sum(r["fallback"] for r in rs),
+                     "ground_ms_median": statistics.median(r["ground_ms"] for r in rs), "rows": rs}
+    return out
+
+
+def grounding(episodes: int, seed: int, tasks: Sequence[str] | None = None, vap_options: dict | None = None,
+              env_options: dict | None = None) -> dict[str, Any]:
+    """Grounding accuracy per task (+ overall) with Wilson 95 % intervals."""
+    tasks = list(tasks or registry.suites()[SUITE].tasks)
+    per = {}
+    for t in tasks:
+        per[t] = grounding_task(t, episodes, seed, vap_options, env_options)
+        print(f"  {t}: {_pct(per[t]['correct'], per[t]['episodes'])}", file=sys.stderr, flush=True)
+    k, n = sum(p["correct"] for p in per.values()), sum(p["episodes"] for p in per.values())
+    return {"per_task": per, "overall": {"correct": k, "episodes": n, "accuracy": k / max(n, 1),
+                                         "ci95": list(wilson_ci(k, n))}}
+
+
+def grounding_markdown(result: dict[str, Any]) -> str:
+    lines = ["| task | grounding correct (Wilson 95 % CI) | fallbacks | first-step ms (median) |",
+             "| --- | --- | --- | --- |"]
+    for t, p in result["per_task"].items():
+        lines.append(f"| {t} | {_pct(p['correct'], p['episodes'])} | {p['fallbacks']} | {p['ground_ms_median']:.0f} |")
+    o = result["overall"]
+    lines.append(f"| **all** | {_pct(o['correct'], o['episodes'])} | | |")
+    return "\n".join(lines)
+
+
+# -- ablation -----------------------------------------------------------------------------------------------------
+ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
+    "refs=1": {"vap_refs": 1}, "refs=3": {"vap_refs": 3}, "refs=5, all cues (default)": {},
+    # Cue subsets: the logistic bias is set for all three cues, so no confidence floor (pure ranking accuracy).
+    "embedding only": {"vap_components": "embedding", "vap_min_score": 0.0},
+    "colour only": {"vap_components": "colour", "vap_min_score": 0.0},
+    "keypoints only": {"vap_components": "keypoints", "vap_min_score": 0.0},
+    "embedding+colour": {"vap_components": "embedding,colour", "vap_min_score": 0.0},
+}
+STYLES = ("recolour", "overlay", "outline", "dim", "crop")
+
+
+def ablation(episodes: int, seed: int, tasks: Sequence[str] | None = None, eval_episodes: int | None = None,
+             out: Path | None = None, variants: Sequence[str] | None = None) -> dict[str, Any]:
+    """Reference count and matcher components as grounding accuracy; styles (and all) via run_evaluation."""
+    env_options = {"reference_count": 5}  # the same scenes for every variant; refs=N keeps the first N
+    tasks = list(tasks or registry.suites()[SUITE].tasks)
+    chosen = {k: v for k, v in ABLATION_VARIANTS.items() if not variants or k in variants}
+    per_task = {t: grounding_variants(t, episodes, seed, chosen, env_options) for t in tasks}
+    rows: dict[str, Any] = {}
+    for name, opts in chosen.items():
+        k = sum(per_task[t][name]["correct"] for t in tasks)
+        n = sum(per_task[t][name]["episodes"] for t in tasks)
+        rows[name] = {"options": opts, "overall": {"correct": k, "episodes": n, "accuracy": k / max(n, 1),
+                                                   "ci95": list(wilson_ci(k, n))},
+                      "per_task": {t: {"correct": per_task[t][name]["correct"],
+                                       "episodes": per_task[t][name]["episodes"]} for t in tasks}}
+        print(f"  {name}: {_pct(k, n)}", file=sys.stderr, flush=True)
+    result: dict[str, Any] = {"grounding": rows, "env_options": env_options, "styles": None}
+    if generic_available():
+        from sim_benchmarks.evaluation import EvalConfig, run_evaluation
+
+        styles = {}
+        for style in STYLES:
+            cfg = EvalConfig(env=SUITE, policies=["vap"], episodes=eval_episodes or episodes, seed=seed,
+                             out=(out or Path("runs/vap_ablation")) / f"style_{style}",
+                             policy_options={"vap_base": "generic", "vap_style": style})
+            summary, _ = run_evaluation(cfg)
+            p = summary["policies"]["vap"]
+            styles[style] = {"success_rate": p["success_rate"], "correct_object_rate": p["correct_object_rate"],
+                             "episodes": p["episodes"]}
+            print(f"  style {style}: success {p['success_rate']:.2f} correct-object {p['correct_object_rate']:.2f}",
+                  flush=True)
+        result["styles"] = styles
+    return result
+
+
+def ablation_markdown(result: dict[str, Any]) -> str:
+    tasks = list(next(iter(result["grounding"].values()))["per_task"])
+    lines = ["| variant | " + " | ".join(tasks) + " | all (Wilson 95 % CI) |",
+             "| --- " * (len(tasks) + 2) + "|"]
+    for name, r in result["grounding"].items():
+        cells = [f"{p['correct']}/{p['episodes']}" for p in r["per_task"].values()]
+        overall = _pct(r["overall"]["correct"], r["overall"]["episodes"])
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} |")
+    if result["styles"]:
+        lines += ["", "| highlight style (base generic) | success | correct-object |", "| --- | --- | --- |"]
+        for style, s in result["styles"].items():
+            lines.append(f"| {style} | {100 * s['success_rate']:.0f} % | {100 * s['correct_object_rate']:.0f} % |")
+    else:
+        lines += ["", "Highlight styles change what the base policy sees, not grounding: their success / "
+                  "correct-object rows need the generic VLA checkpoint (`checkpoints/generic_vla/`), absent here."]
+    return "\n".join(lines)
+
+
+# -- speed --------------------------------------------------------------------------------------------------------
+def _episode_times(env: Any, policy: Any, seed: int, max_steps: int) -> list[float]:
+    """Seconds per ``act`` over one episode (env stepping not timed)."""
+    obs, info = env.reset(seed=seed)
+    policy.reset(obs["instruction"], {**info, "policy_seed": seed})
+    times = []
+    for _ in range(max_steps):
+        t0 = time.perf_counter()
+        action = policy.act(obs)
+        times.append(time.perf_counter() - t0)
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            break
+    return times
+
+
+def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my", max_steps: int = 40,
+          image_size: int = 224) -> dict[str, Any]:
+    """Per-step ``act`` time of the base vs VAP around it, one torch thread; medians over repeats.
+
+    The env is privileged so depth arrives with the frame (as from an RGB-D camera) and VAP renders nothing extra.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    base_name = "generic" if generic_available() else "scripted_expert"
+    suite = registry.suites()[SUITE]
+    env = suite.make_env(task, {"privileged": True, "image_size": image_size, "max_steps": max_steps})
+    try:
+        base = registry.policies()[base_name].factory(PolicyContext(SUITE, task, base_name, seed, env, {}))
+        vap = make_vap(env, task, {"vap_base": base_name}, seed=seed)
+        _episode_times(env, vap, seed, 3)  # warm-up: weights, text encoder, caches of the first episode
+        runs = []
+        for r in range(repeats):
+            b, v, steady = [], [], []
+            for e in range(episodes):
+                s = seed + 100 * r + e
+                b += _episode_times(env, base, s, max_steps)
+                vt = _episode_times(env, vap, s, max_steps)
+                v += vt
+                steady += vt[1:]
+            runs.append({"base_ms": 1000 * statistics.mean(b), "vap_ms": 1000 * statistics.mean(v),
+                         "vap_steady_ms": 1000 * statistics.median(steady),
+                         "base_median_ms": 1000 * statistics.median(b), "steps": len(v)})
+    finally:
+        env.close()
+    med = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
+    return {"base": base_name, "task": task, "image_size": image_size, "episodes": episodes, "repeats": repeats,
+            "base_ms_per_step": med["base_ms"], "vap_ms_per_step": med["vap_ms"],
+            "vap_overhead_ms_per_step": med["vap_ms"] - med["base_ms"],
+            "vap_overhead_rel": (med["vap_ms"] - med["base_ms"]) / max(med["base_ms"], 1e-9),
+            "vap_steady_ms_per_step_median": med["vap_steady_ms"], "runs": runs}
+
+
+def speed_markdown(r: dict[str, Any]) -> str:
+    label = r["base"] if r["base"] == "generic" else "scripted_expert (no generic checkpoint: base is ~free)"
+    rel = f"{100 * r['vap_overhead_rel']:+.0f} %" if r["base"] == "generic" else "n/a (base ~0 ms)"
+    return "\n".join([
+        "| base | base ms/step | VAP ms/step (mean, incl. grounding) | VAP overhead ms/step | overhead vs base | "
+        "VAP later steps ms (median) |", "| --- | --- | --- | --- | --- | --- |",
+        f"| {label} | {r['base_ms_per_step']:.1f} | {r['vap_ms_per_step']:.1f} | "
+        f"{r['vap_overhead_ms_per_step']:.1f} | {rel} | {r['vap_steady_ms_per_step_median']:.1f} |"])
+
+
+# -- calibration on train-split objects ------------------------------------------------------------------------
+CALIBRATION_TASKS = {"fractal_pick": "generic_simpler", "fractal_move_near": "generic_simpler",
+                     "bridge_pick": "generic_simpler", "bridge_put_on": "generic_simpler"}
+
+
+def calibration_data(episodes: int, seed: int) -> tuple[list, list, list, Any]:
+    """Cues, labels and overlaps of VAP's candidates in train-split scenes (generic_simpler, references on)."""
+    from perception.matching import overlap_matrix
+    from policies.vap import _majority_id
+
+    cue_rows, labels, overlaps, matcher = [], [], [], None
+    for task, suite_name in CALIBRATION_TASKS.items():
+        env = registry.suites()[suite_name].make_env(task, {"privileged": True, "split": "train",
+                                                            "references": True})
+        policy = make_vap(env, task, {})
+        matcher = policy.matcher
+        try:
+            for i in range(episodes):
+                obs, info = env.reset(seed=seed + i)
+                matcher.set_references(info["reference_images"])
+                cands = policy.detector.detect(obs["image"], info["category"], depth=obs["depth"])
+                if len(cands) < 2:
+                    continue
+                target = env.unwrapped.personal_body_id
+                y = np.array([_majority_id(obs["segmentation"], c.mask) == target for c in cands], float)
+                if not y.any():
+                    continue  # the object was not proposed: nothing to calibrate on
+                masks = [c.mask for c in cands]
+                cue_rows.append(matcher.cues(matcher.views(obs["image"], masks)))
+                labels.append(y)
+                overlaps.append(overlap_matrix(masks))
+        finally:
+            env.close()
+    return cue_rows, labels, overlaps, matcher
+
+
+def calibrate(episodes: int, seed: int) -> dict[str, Any]:
+    """Fit the matcher's logistic weights on train-split scenes; report top-1 before and after on those scenes."""
+    from perception.matching import InstanceMatcher
+
+    cue_rows, labels, overlaps, matcher = calibration_data(episodes, seed)
+    fitted = matcher.fit_calibration(cue_rows, labels, steps=3000, lr=0.5, overlaps=overlaps)
+
+    def top1(m: InstanceMatcher) -> float:
+        hits = [y[int(np.argmax(m.combine(c, o)))] for c, y, o in zip(cue_rows, labels, overlaps, strict=True)]
+        return float(np.mean(hits))
+
+    before = top1(matcher)
+    after_matcher = InstanceMatcher(fitted, embedder=matcher.embedder)
+    return {"scenes": len(labels), "top1_default": before, "top1_fitted": top1(after_matcher),
+            "weights_abs": fitted.weights_abs, "weights_rel": fitted.weights_rel, "bias": fitted.bias}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim_benchmarks.vap_benchmark", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("grounding", "ablation", "speed", "calibrate"):
+        p = sub.add_parser(name)
+        p.add_argument("--episodes", type=int, default={"speed": 3}.get(name, 30))
+        seeds = {"grounding": 10000, "ablation": 20000, "calibrate": 0, "speed": 30000}
+        p.add_argument("--seed", type=int, default=seeds[name])
+        p.add_argument("--out", type=Path, default=Path(f"runs/vap_{name}"))
+        p.add_argument("--tasks", default="", help="comma-separated personalized_simpler tasks (default: all)")
+        if name == "speed":
+            p.add_argument("--repeats", type=int, default=3)
+        if name == "ablation":
+            p.add_argument("--eval-episodes", type=int, default=None)
+            p.add_argument("--variants", default="", help="semicolon-separated variant names (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        if args.episodes < 1:
+            raise ConfigError(f"--episodes must be a positive integer, got {args.episodes}")
+        registry.load_all()
+        tasks = [t for t in args.tasks.split(",") if t] or None
+        for t in tasks or []:
+            if t not in registry.suites()[SUITE].tasks:
+                from envs.errors import choice_error
+
+                raise choice_error(f"task of {SUITE}", t, list(registry.suites()[SUITE].tasks))
+        args.out.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        if args.command == "grounding":
+            result, table = grounding(args.episodes, args.seed, tasks), None
+            table = grounding_markdown(result)
+        elif args.command == "ablation":
+            variants = [v for v in args.variants.split(";") if v]
+            bad = [v for v in variants if v not in ABLATION_VARIANTS]
+            if bad:
+                from envs.errors import choice_error
+
+                raise choice_error("ablation variant", bad[0], list(ABLATION_VARIANTS))
+            result = ablation(args.episodes, args.seed, tasks, args.eval_episodes, args.out, variants)
+            table = ablation_markdown(result)
+        elif args.command == "speed":
+            if args.repeats < 1:
+                raise ConfigError(f"--repeats must be a positive integer, got {args.repeats}")
+            result = speed(args.episodes, args.repeats, args.seed, task=(tasks or ["fractal_pick_my"])[0])
+            table = speed_markdown(result)
+        else:
+            result = calibrate(args.episodes, args.seed)
+            weights = json.dumps({k: result[k] for k in ("weights_abs", "weights_rel", "bias")}, indent=1)
+            table = (f"train-split scenes: {result['scenes']}; top-1 with default weights "
+                     f"{100 * result['top1_default']:.1f} %, fitted {100 * result['top1_fitted']:.1f} %\n\n"
+                     f"```\n{weights}\n```")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    command = "python -m sim_benchmarks.vap_benchmark " + " ".join(sys.argv[1:] if argv is None else argv)
+    result = {"schema": "embodia.vap_benchmark/1", "command": command, "wall_s": time.perf_counter() - start,
+              **result}
+    write_json_atomic(args.out / f"{args.command}.json", result)
+    (args.out / f"{args.command}.md").write_text(f"`{command}`\n\n{table}\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""The VAP benchmark CLI: bad input is a one-line error, a tiny grounding run writes JSON + markdown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sim_benchmarks import vap_benchmark
+
+
+def test_bad_input_is_exit_status_2(capsys):
+    assert vap_benchmark.main(["grounding", "--episodes", "0"]) == 2
+    assert "--episodes must be a positive integer" in capsys.readouterr().err
+    assert vap_benchmark.main(["grounding", "--episodes", "1", "--tasks", "fractal_fly_my"]) == 2
+    err = capsys.readouterr().err
+    assert "fractal_fly_my" in err and "fractal_pick_my" in err
+
+
+def test_vap_suite_module_imports_no_heavy_packages():
+    code = ("import sys, sim_benchmarks.suites.vap_policies; "
+            "print(sorted(m for m in ('torch', 'cv2', 'scipy', 'pybullet') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_grounding_command_writes_results(tmp_path):
+    rc = vap_benchmark.main(["grounding", "--episodes", "2", "--seed", "900", "--tasks", "bridge_pick_my",
+                             "--out", str(tmp_path)])
+    assert rc == 0
+    result = json.loads((tmp_path / "grounding.json").read_text())
+    task = result["per_task"]["bridge_pick_my"]
+    assert task["episodes"] == 2 and 0 <= task["correct"] <= 2
+    assert 0.0 <= task["ci95"][0] <= task["accuracy"] <= task["ci95"][1] <= 1.0
+    assert [r["seed"] for r in task["rows"]] == [900, 901]
+    assert all(r["candidates"] >= 2 for r in task["rows"])
+    assert "| bridge_pick_my |" in (tmp_path / "grounding.md").read_text()
