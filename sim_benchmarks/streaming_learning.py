@@ -34,7 +34,7 @@ def run_dir(out: Path, env: str, agent: str, seed: int) -> Path:
 
 def _one_run(job: tuple[str, str, int, int, str, dict]) -> dict[str, Any]:
     env, agent, seed, steps, out, options = job
-    from sim_benchmarks.suites.arcade import train
+    from sim_benchmarks.streaming_training import train
 
     d = run_dir(Path(out), env, agent, seed)
     summary_path = d / "summary.json"

@@ -73,7 +73,7 @@ def _make(agent: str, env_name: str, env: Any) -> Any:
     if agent == "autograd_stream_q":
         suite, _ = split_name(env_name)
         return AutogradStreamQ(suite, env.observation_space.shape, int(env.action_space.n))
-    from sim_benchmarks.suites.arcade import build_config, make_learner
+    from sim_benchmarks.streaming_training import build_config, make_learner
 
     suite, _ = split_name(env_name)
     options = {} if agent == "stream_ac" else {"exploration_fraction": 0.0}

@@ -11,14 +11,20 @@ chunk's first action every step, default; ``ensemble``: temporal ensembling of o
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from perception.mobilenet_v2 import pooled_features
-from perception.text_encoder import load_text_encoder
-from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
-from policies.vla.generic import GenericVLA, drop_possessive
-from policies.vla.prompt_baselines import HardPrompt, SoftPrompt, SoftPromptMap, fit_soft_prompt_from_library
+import numpy as np
+
 from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
+
+if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI imports every suite module per call
+    from policies.vla.checkpoint import HeadBundle
+    from policies.vla.generic import GenericVLA
+    from policies.vla.prompt_baselines import HardPrompt, SoftPrompt, SoftPromptMap
 
 SUITES = ("personalized_simpler", "generic_simpler")
 
@@ -26,10 +32,15 @@ SUITES = ("personalized_simpler", "generic_simpler")
 @functools.lru_cache(maxsize=4)
 def _bundle(folder: str) -> HeadBundle:
     # One verified, frozen head per process and checkpoint; policies built from it share it read-only.
+    from policies.vla.checkpoint import load_checkpoint
+
     return load_checkpoint(Path(folder))
 
 
 def _generic(ctx: PolicyContext) -> GenericVLA:
+    from policies.vla.checkpoint import DEFAULT_CHECKPOINT
+    from policies.vla.generic import GenericVLA, drop_possessive
+
     folder = str(ctx.options.get("vla_checkpoint", DEFAULT_CHECKPOINT))
     return GenericVLA(_bundle(folder), execution=str(ctx.options.get("vla_execution", "first")),
                       instruction_rewrite=drop_possessive)
@@ -44,16 +55,44 @@ register_policy(PolicySpec(
 
 
 def _hard_prompt(ctx: PolicyContext) -> HardPrompt:
+    from policies.vla.prompt_baselines import HardPrompt
+
     return HardPrompt(_generic(ctx))
+
+
+def _soft_cache_path() -> Path:
+    # The fit is a pure function of the train-split library and the frozen encoders, so its result is cached on
+    # disk (like the mesh cache) under a key that changes whenever the library does.
+    from envs.manipulation.objects import LIBRARY
+
+    train = sorted(repr(inst) for inst in LIBRARY.values() if inst.split == "train")
+    key = hashlib.sha256(("soft_prompt/1\n" + "\n".join(train)).encode()).hexdigest()[:16]
+    root = os.environ.get("EMBODIA_CACHE") or os.path.join(tempfile.gettempdir(), f"embodia_cache_{os.getuid()}")
+    return Path(root) / f"soft_prompt_{key}.npz"
 
 
 @functools.lru_cache(maxsize=1)
 def _soft_maps() -> dict[str, SoftPromptMap]:
-    # Fitted once per process on train-split library renders (about a minute on one loaded core).
-    return fit_soft_prompt_from_library(load_text_encoder())
+    from perception.text_encoder import load_text_encoder
+    from policies.vla.prompt_baselines import SoftPromptMap, fit_soft_prompt_from_library
+
+    path = _soft_cache_path()
+    if path.is_file():
+        with np.load(path) as data:
+            return {k: SoftPromptMap(data[k], (k,)) for k in data.files}
+    # Fitted on train-split library renders (about a minute on one loaded core), then cached.
+    maps = fit_soft_prompt_from_library(load_text_encoder())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, **{k: m.weight for k, m in maps.items()})
+    os.replace(tmp, path)  # atomic: parallel workers may race to write the same cache
+    return maps
 
 
 def _soft_prompt(ctx: PolicyContext) -> SoftPrompt:
+    from perception.mobilenet_v2 import pooled_features
+    from policies.vla.prompt_baselines import SoftPrompt
+
     kind = ctx.env.unwrapped.task.kind
     return SoftPrompt(_generic(ctx), _soft_maps(), kind, pooled_features)
 

@@ -1,0 +1,155 @@
+"""Training runs of the streaming-RL family (arcade envs × Stream Q / AC / SPR), behind ``launch.train``.
+
+    python -m launch.train --env minatar:breakout --agent stream_spr --steps 200000 --seed 1 --out runs/x
+
+``run`` writes the train contract (``metrics.jsonl`` one record per finished episode, ``summary.json``), a
+learning-curve PNG and a checkpoint (learner + normalisers + RNG + counters) every ``checkpoint_every`` steps;
+``--resume`` restarts from that checkpoint and reproduces the uninterrupted run bit for bit.
+Options (``--option key=value``): any field of the agent's config (e.g. ``k=10``, ``projection=rl``,
+``exploration_fraction=0.1``), ``checkpoint_every``, and env options prefixed ``env.`` (``env.sticky_action_prob``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.streaming import LEARNERS
+from agents.streaming.loop import StreamingLoop
+from envs.arcade import make_arcade_env, split_name
+from envs.errors import ConfigError, choice_error
+from sim_benchmarks.train_log import TrainLog
+
+RUN_OPTIONS = {"checkpoint_every": 50_000}
+CHECKPOINT = "checkpoint.pt"
+
+
+def build_config(agent: str, suite: str, steps: int, options: Mapping[str, Any]) -> Any:
+    """The agent's config dataclass with ``options`` applied (unknown keys → ConfigError listing valid ones)."""
+    _, cfg_cls = LEARNERS[agent]
+    fields = {f.name: f for f in dataclasses.fields(cfg_cls)}
+    kwargs: dict[str, Any] = {"total_steps": int(steps)}
+    if suite == "atari" and "exploration_fraction" in fields:
+        kwargs["exploration_fraction"] = 0.05  # Stream-x: ε decays over 5 % of an Atari run
+    for key, value in options.items():
+        if key.startswith("env.") or key in RUN_OPTIONS:
+            continue
+        if key not in fields:
+            valid = sorted(fields) + sorted(RUN_OPTIONS) + ["env.<option>"]
+            raise choice_error(f"option for {agent}", key, valid)
+        kind = type(fields[key].default)
+        try:
+            kwargs[key] = kind(value) if kind is not bool else value in (True, "true", "1", 1)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"option {key}={value!r} is not a valid {kind.__name__}") from exc
+    return cfg_cls(**kwargs)
+
+
+def make_learner(env_name: str, agent: str, env: Any, config: Any, seed: int) -> Any:
+    """Build the learner ``agent`` for ``env`` (its suite picks the network)."""
+    if agent not in LEARNERS:
+        raise choice_error("streaming agent", agent, list(LEARNERS))
+    suite, _ = split_name(env_name)
+    cls, _ = LEARNERS[agent]
+    return cls(suite, env.observation_space.shape, int(env.action_space.n), config, seed=seed)
+
+
+def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Episode returns against env steps, with a 100-episode moving average."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if records:
+        steps = np.array([r["step"] for r in records])
+        rets = np.array([r["return"] for r in records], dtype=float)
+        ax.plot(steps, rets, ".", ms=2, alpha=0.3, label="episode")
+        window = min(100, len(rets))
+        avg = np.convolve(rets, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], avg, lw=2, label=f"mean of last {window}")
+        ax.legend(loc="upper left")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("return")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bool = False,
+          options: Mapping[str, Any] | None = None, on_progress: Callable[[int], None] | None = None) -> dict:
+    """Train ``agent`` on arcade env ``env`` for ``steps`` env steps; the TrainerSpec entry point."""
+    torch.set_num_threads(1)  # batch-1 updates: more threads only add contention
+    torch.use_deterministic_algorithms(True)
+    options = dict(options or {})
+    if agent not in LEARNERS:
+        raise choice_error("streaming agent", agent, list(LEARNERS))
+    suite, _ = split_name(env)
+    env_opts = {k[4:]: v for k, v in options.items() if k.startswith("env.")}
+    every = int(options.get("checkpoint_every", RUN_OPTIONS["checkpoint_every"]))
+    if every < 1:
+        raise ConfigError(f"checkpoint_every must be a positive integer, got {every}")
+    config = build_config(agent, suite, steps, options)
+    env_obj = make_arcade_env(env, env_opts)
+    learner = make_learner(env, agent, env_obj, config, seed)
+    loop = StreamingLoop(env_obj, learner, seed)
+    out_dir = Path(out_dir)
+    ckpt_path = out_dir / CHECKPOINT
+    identity = {"env": env, "agent": agent, "seed": int(seed), "config": dataclasses.asdict(config),
+                "env_options": env_opts}
+    if resume and ckpt_path.exists():
+        try:
+            state = torch.load(ckpt_path, weights_only=False)
+        except Exception as exc:  # a truncated or foreign file
+            raise ConfigError(f"cannot read checkpoint {str(ckpt_path)!r}: {type(exc).__name__}") from exc
+        saved = dict(state.get("identity", {}))
+        saved.get("config", {}).pop("total_steps", None)
+        current = {**identity, "config": {k: v for k, v in identity["config"].items() if k != "total_steps"}}
+        if saved != current:
+            raise ConfigError(f"checkpoint {str(ckpt_path)!r} is from another run ({saved.get('env')}, "
+                              f"{saved.get('agent')}, seed {saved.get('seed')}); use another --out")
+        loop.load_state_dict(state["loop"])
+        log = TrainLog(out_dir, resume=True)
+        log.truncate_after(loop.counters.step)
+    else:
+        log = TrainLog(out_dir, resume=False)  # nothing to resume from: start over cleanly
+    start_step = loop.counters.step
+    if on_progress is not None and start_step:
+        on_progress(min(start_step, steps))
+    title = f"{agent} on {env} (seed {seed})"
+    records: list[dict[str, Any]] = log.records()
+
+    def on_episode(record: dict[str, Any]) -> None:
+        log.append(record)
+        records.append(record)
+
+    def on_checkpoint() -> None:
+        tmp = ckpt_path.with_name(CHECKPOINT + ".tmp")
+        torch.save({"identity": identity, "loop": loop.state_dict()}, tmp)
+        tmp.replace(ckpt_path)
+        plot_learning_curve(records, out_dir / "learning_curve.png", title)
+
+    t0 = time.perf_counter()
+    loop.run(steps, on_episode, on_checkpoint, every, on_progress)
+    wall = time.perf_counter() - t0
+    plot_learning_curve(records, out_dir / "learning_curve.png", title)
+    last = [r["return"] for r in records[-100:]]
+    summary = log.write_summary({
+        "env": env, "agent": agent, "steps": int(loop.counters.step), "seed": int(seed),
+        "episodes": len(records),
+        "return_last100": float(np.mean(last)) if last else None,
+        "steps_per_second": (loop.counters.step - start_step) / wall if wall > 0 else None,
+        "wall_s": wall, "resumed_from_step": int(start_step),
+        "config": {**dataclasses.asdict(config), "env_options": env_opts, "checkpoint_every": every},
+    })
+    log.close()
+    env_obj.close()
+    return summary
