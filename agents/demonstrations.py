@@ -50,6 +50,9 @@ class Demos:
     actions: list[np.ndarray] = field(default_factory=list)
     episode: list[int] = field(default_factory=list)
     task: list[str] = field(default_factory=list)
+    # The target's start position (world xyz) per frame: a privileged *training-only* label for the head's
+    # auxiliary "where is the described object" loss; never an input of the policy.
+    targets: list[np.ndarray] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)  # one summary per attempted episode
 
     def __len__(self) -> int:
@@ -119,6 +122,7 @@ def collect_demos(
             text = relabelled_instruction(env.task.kind, info, obs["instruction"], rng) if cfg.relabel \
                 else obs["instruction"]
             expert.reset(text, {**info, "policy_seed": env_seed})
+            target_start = np.asarray(env.unwrapped.privileged_state()["target"]["start"], np.float32)
             frames, states, actions = [], [], []
             while True:
                 frames.append(encode_frame(obs["image"]))
@@ -138,6 +142,7 @@ def collect_demos(
                 demos.instructions += [text] * len(actions)
                 demos.episode += [int(i)] * len(actions)
                 demos.task += [task] * len(actions)
+                demos.targets += [target_start] * len(actions)
             if on_progress is not None:
                 on_progress(1)
     finally:

@@ -41,26 +41,56 @@ from sim_benchmarks.train_log import TrainLog, write_json_atomic
 CACHE_FORMAT = "embodia.vla_demos/1"
 
 
-def _encode(vision: VisionSpec):
-    def encode(image: np.ndarray) -> np.ndarray:
-        return image_features(image, vision)[0].numpy().astype(np.float16)
-    return encode
-
-
 def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demos:
     cfg, vision, indices, path = args
     if path.is_file():  # finished by an earlier (interrupted) run: same config key, same episodes
-        return _read_block(path)
+        demos = _read_block(path)
+        if len(demos) and not demos.targets:  # a block from before target labels were recorded
+            demos.targets = recover_targets(demos, cfg)
+        return demos
     torch.set_num_threads(1)
-    demos = collect_demos(cfg, _encode(vision), indices=indices)
-    _write_block(path, demos)
+    # Keep the raw frames of kept episodes (encoded in one batch afterwards, which is also faster than per frame)
+    # so that a different frozen-feature spec or a from-scratch CNN can be trained later without re-collecting.
+    demos = collect_demos(cfg, indices=indices)
+    images = np.stack(demos.frames) if demos.frames else np.zeros((0, 1, 1, 3), np.uint8)
+    demos.frames = _encode_batch(images, vision)
+    _write_block(path, demos, images)
     return demos
 
 
-def _write_block(path: Path, demos: Demos) -> None:
+def recover_targets(demos: Demos, cfg: DemoConfig) -> list[np.ndarray]:
+    """Per-frame target start positions of kept episodes, re-read from the seeded scene (reset only, no steps)."""
+    start: dict[int, np.ndarray] = {}
+    envs: dict[str, Any] = {}
+    try:
+        for e in demos.episodes:
+            if e["success"] or cfg.keep_failed:
+                if e["task"] not in envs:
+                    envs[e["task"]] = make_env(e["task"], {"image_size": cfg.image_size, "split": "train"})
+                env = envs[e["task"]]
+                env.reset(seed=int(e["seed"]))
+                start[int(e["index"])] = np.asarray(env.unwrapped.privileged_state()["target"]["start"], np.float32)
+    finally:
+        for env in envs.values():
+            env.close()
+    return [start[i] for i in demos.episode]
+
+
+def _encode_batch(images: np.ndarray, vision: VisionSpec, batch: int = 32) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for s in range(0, len(images), batch):
+        out += list(image_features(images[s:s + batch], vision).numpy().astype(np.float16))
+    return out
+
+
+def _write_block(path: Path, demos: Demos, images: np.ndarray | None = None) -> None:
     feats = np.stack(demos.frames) if demos.frames else np.zeros((0,), np.float16)
     tmp = path.with_name(path.stem + ".tmp.npz")
-    np.savez(tmp, features=feats, states=np.asarray(demos.states, np.float32).reshape(len(demos), -1),
+    extra = {"images": images} if images is not None else {}
+    if demos.targets:
+        extra["targets"] = np.stack(demos.targets).astype(np.float32)
+    np.savez_compressed(tmp, **extra, features=feats,
+             states=np.asarray(demos.states, np.float32).reshape(len(demos), -1),
              actions=np.asarray(demos.actions, np.float32).reshape(len(demos), -1),
              episode=np.asarray(demos.episode, np.int64),
              meta=json.dumps({"instructions": demos.instructions, "tasks": demos.task, "episodes": demos.episodes}))
@@ -73,7 +103,8 @@ def _read_block(path: Path) -> Demos:
     n = len(meta["instructions"])
     return Demos(frames=list(z["features"]) if n else [], instructions=meta["instructions"],
                  states=list(z["states"]), actions=list(z["actions"]), episode=[int(e) for e in z["episode"]],
-                 task=meta["tasks"], episodes=meta["episodes"])
+                 task=meta["tasks"], episodes=meta["episodes"],
+                 targets=list(z["targets"]) if "targets" in z.files and n else [])
 
 
 BLOCK = 8  # episodes per saved block: an interrupted collection resumes from the last finished block
@@ -97,7 +128,7 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
         else:
             parts = stack.enter_context(ProcessPoolExecutor(workers)).map(_collect_block, jobs)
         for part in parts:
-            for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes"):
+            for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets"):
                 getattr(merged, name).extend(getattr(part, name))
             advance(len(part.episodes))
     return merged
@@ -108,6 +139,7 @@ def save_cache(path: Path, demos: Demos, cfg: DemoConfig, vision: VisionSpec) ->
     table = sorted(set(demos.instructions))
     np.savez(path, features=np.stack(demos.frames), states=np.stack(demos.states),
              actions=np.stack(demos.actions), episode=np.asarray(demos.episode),
+             targets=np.stack(demos.targets) if len(demos.targets) == len(demos) else np.zeros((0, 3), np.float32),
              text_index=np.asarray([table.index(t) for t in demos.instructions]),
              meta=json.dumps({"format": CACHE_FORMAT, "instructions": table, "demo_config": asdict(cfg),
                               "vision": asdict(vision), "episodes": demos.episodes, "tasks": demos.task}))
@@ -121,6 +153,8 @@ def load_cache(path: Path, vision: VisionSpec) -> tuple[dict[str, Any], dict[str
         z = np.load(path, allow_pickle=False)
         meta = json.loads(str(z["meta"]))
         arrays = {k: z[k] for k in ("features", "states", "actions", "episode", "text_index")}
+        if "targets" in z.files and len(z["targets"]) == len(arrays["actions"]):
+            arrays["targets"] = z["targets"]
     except (OSError, KeyError, ValueError) as exc:
         raise ConfigError(f"demo cache {str(path)!r} is not a readable {CACHE_FORMAT} file") from exc
     if meta.get("format") != CACHE_FORMAT:
@@ -168,6 +202,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--input-size", type=int, default=VisionSpec.input_size, help="policy image size (square)")
     p.add_argument("--width", type=int, default=HeadConfig.width)
     p.add_argument("--chunk", type=int, default=HeadConfig.chunk)
+    p.add_argument("--dropout", type=float, default=HeadConfig.dropout, help="feature-map dropout in the head")
+    p.add_argument("--shift-cells", type=float, default=0.0,
+                   help="random feature-map translation during training, in cells (0 = off)")
+    p.add_argument("--aux-weight", type=float, default=0.0,
+                   help="weight of the auxiliary target-offset loss (0 = no auxiliary output)")
+    p.add_argument("--xy-weight", type=float, default=1.0, help="loss weight of dx, dy (gripper is 2)")
     p.add_argument("--workers", type=int, default=1, help="demo collection processes")
     p.add_argument("--demo-cache", type=Path, default=None, help="reuse a demos.npz instead of collecting")
     p.add_argument("--eval-episodes", type=int, default=10, help="closed-loop episodes per task (0 = skip)")
@@ -185,6 +225,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for name in ("demos", "epochs", "batch_size", "workers", "chunk", "width"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not 0.0 <= args.dropout < 1.0 or args.shift_cells < 0:
+        raise ConfigError(f"--dropout must be in [0, 1) and --shift-cells >= 0, got {args.dropout}, "
+                          f"{args.shift_cells}")
     if args.minutes <= 0:
         raise ConfigError(f"--minutes must be > 0, got {args.minutes}")
     if args.input_size % 16 or not 64 <= args.input_size <= 320:
@@ -208,10 +251,12 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     meta, arr = load_cache(cache, vision)
     texts = load_text_encoder().encode(meta["instructions"])
     data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
-                      arr["actions"].astype(np.float32), arr["episode"])
-    head_cfg = HeadConfig(vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk)
+                      arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"))
+    head_cfg = HeadConfig(vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
+                          dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 else 0)
     train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                            patience=args.patience, max_minutes=args.minutes, seed=args.seed)
+                            patience=args.patience, max_minutes=args.minutes, seed=args.seed,
+                            shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight)
     log = TrainLog(out)
     steps_per_epoch = max(1, int(np.ceil(len(data) * (1 - train_cfg.val_fraction) / args.batch_size)))
     with progress_bar(args.epochs * steps_per_epoch, "training head") as advance:

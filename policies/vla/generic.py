@@ -45,11 +45,13 @@ def image_features(images: np.ndarray, vision: VisionSpec) -> torch.Tensor:
     return spatial_features(arr, size=None, blocks=vision.blocks)
 
 
-def state_vector(obs: dict[str, Any], state_dim: int) -> np.ndarray:
-    """The proprioceptive input: ``obs["ee_state"]`` flattened (zeros when the head uses none)."""
+def state_vector(obs: dict[str, Any], state_dim: int, indices: tuple[int, ...] = ()) -> np.ndarray:
+    """The proprioceptive input: ``obs["ee_state"]`` flattened, restricted to ``indices`` when given."""
     if state_dim == 0:
         return np.zeros(0, dtype=np.float32)
     state = np.asarray(obs["ee_state"], dtype=np.float32).reshape(-1)
+    if indices:
+        state = state[list(indices)]
     if state.shape[0] != state_dim:
         raise ValueError(f"ee_state has {state.shape[0]} values; the checkpoint expects {state_dim}")
     return state
@@ -107,7 +109,8 @@ class GenericVLA:
         feats = image_features(first_camera(obs["image"]), self.cfg.vision)
         state = None
         if self.cfg.state_dim:
-            s = (state_vector(obs, self.cfg.state_dim) - self.bundle.state_mean) / self.bundle.state_std
+            raw = state_vector(obs, self.cfg.state_dim, self.cfg.state_indices)
+            s = (raw - self.bundle.state_mean) / self.bundle.state_std
             state = torch.as_tensor(s, dtype=torch.float32).view(1, -1)
         out = self.bundle.head(feats, self._text, state)[0]
         return (out * self._std + self._mean).numpy()

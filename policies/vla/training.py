@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from envs.errors import ConfigError
 from policies.vla.checkpoint import HeadBundle, freeze
@@ -36,6 +37,12 @@ class TrainConfig:
     max_minutes: float = 10.0
     seed: int = 0
     gripper_weight: float = 2.0  # the gripper decides success; weight its error more
+    aux_weight: float = 1.0  # weight of the auxiliary target-offset loss (heads with aux_dim > 0)
+    xy_weight: float = 1.0  # where to go (dx, dy) is decided by few approach frames per demo; >1 stresses them
+    # Random translation of the cached feature map during training, in feature cells (bilinear, border padding).
+    # Moving the whole view keeps the gripper-to-object offset (what the action depends on), so the head cannot
+    # key on absolute map positions of a memorised demo. 0 = off.
+    shift_cells: float = 0.0
 
 
 @dataclass
@@ -48,6 +55,7 @@ class DemoArrays:
     states: np.ndarray  # N×S float32
     actions: np.ndarray  # N×7 float32
     episode: np.ndarray  # N int
+    targets: np.ndarray | None = None  # N×3 target start xyz (privileged, only for the auxiliary loss)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -63,6 +71,37 @@ def chunk_targets(actions: np.ndarray, episode: np.ndarray, chunk: int) -> tuple
     last = np.where(same, idx, 0)
     last = np.maximum.accumulate(last, axis=1)
     return actions[last].astype(np.float32), same.astype(np.float32)
+
+
+AUX_SCALE = 0.1  # metres: the auxiliary target offset is predicted in units of 10 cm
+
+
+def aux_targets(data: DemoArrays) -> tuple[np.ndarray, np.ndarray]:
+    """(N×2 target-minus-gripper xy offset / AUX_SCALE, N mask): frames before the episode's first grasp only.
+
+    Before the gripper first closes the target still stands at its start position, so the label is exact there.
+    """
+    if data.targets is None:
+        raise ConfigError("this head has an auxiliary output but the demonstrations carry no target positions")
+    offset = (data.targets[:, :2] - data.states[:, :2]) / AUX_SCALE
+    closed = data.actions[:, 6] > 0
+    mask = np.zeros(len(data), np.float32)
+    for e in np.unique(data.episode):
+        idx = np.flatnonzero(data.episode == e)
+        mask[idx] = np.maximum.accumulate(closed[idx]) == 0
+    return offset.astype(np.float32), mask
+
+
+def shift_features(feats: torch.Tensor, max_cells: float, gen: torch.Generator) -> torch.Tensor:
+    """Translate each N×C×h×w map by a random (dx, dy) in [-max_cells, max_cells] cells, edges replicated."""
+    n, _, h, w = feats.shape
+    offs = (torch.rand(n, 2, generator=gen) * 2 - 1) * max_cells
+    theta = torch.zeros(n, 2, 3)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1.0
+    theta[:, 0, 2] = offs[:, 0] * 2 / w  # affine_grid works in [-1, 1] units: one cell is 2/w
+    theta[:, 1, 2] = offs[:, 1] * 2 / h
+    grid = F.affine_grid(theta, list(feats.shape), align_corners=False)
+    return F.grid_sample(feats, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
 def split_episodes(episode: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,23 +126,28 @@ def train_head(
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     head_cfg = cfg.head
-    if head_cfg.state_dim != data.states.shape[1]:
-        raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {data.states.shape[1]}")
+    raw_states = data.states[:, list(head_cfg.state_indices)] if head_cfg.state_indices else data.states
+    if head_cfg.state_dim != raw_states.shape[1]:
+        raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {raw_states.shape[1]}")
     targets, mask = chunk_targets(data.actions, data.episode, head_cfg.chunk)
     train_m, val_m = split_episodes(data.episode, cfg.val_fraction, cfg.seed)
     a_mean = data.actions[train_m].mean(0)
     a_std = data.actions[train_m].std(0) + 1e-3
-    s_mean = data.states[train_m].mean(0) if data.states.shape[1] else np.zeros(0, np.float32)
-    s_std = data.states[train_m].std(0) + 1e-3 if data.states.shape[1] else np.zeros(0, np.float32)
+    s_mean = raw_states[train_m].mean(0) if raw_states.shape[1] else np.zeros(0, np.float32)
+    s_std = raw_states[train_m].std(0) + 1e-3 if raw_states.shape[1] else np.zeros(0, np.float32)
 
     y = torch.as_tensor((targets - a_mean) / a_std, dtype=torch.float32)
     m = torch.as_tensor(mask)
     text = torch.as_tensor(data.text_table, dtype=torch.float32)
     tidx = torch.as_tensor(data.text_index, dtype=torch.long)
-    states = torch.as_tensor((data.states - s_mean) / np.where(s_std > 0, s_std, 1), dtype=torch.float32)
+    states = torch.as_tensor((raw_states - s_mean) / np.where(s_std > 0, s_std, 1), dtype=torch.float32)
     dim_w = torch.ones(head_cfg.action_dim)
     dim_w[-1] = cfg.gripper_weight
+    dim_w[:2] = cfg.xy_weight
 
+    if head_cfg.aux_dim not in (0, 2):
+        raise ConfigError(f"aux_dim must be 0 or 2 (target xy offset), got {head_cfg.aux_dim}")
+    aux_y, aux_m = (torch.as_tensor(a) for a in aux_targets(data)) if head_cfg.aux_dim else (None, None)
     head = FiLMActionHead(head_cfg)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     train_idx = torch.as_tensor(np.flatnonzero(train_m))
@@ -111,10 +155,17 @@ def train_head(
     steps_per_epoch = max(1, (len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs * steps_per_epoch)
 
-    def loss_on(idx: torch.Tensor) -> torch.Tensor:
-        pred = head(data.features[idx], text[tidx[idx]], states[idx] if head_cfg.state_dim else None)
+    def loss_on(idx: torch.Tensor, augment: bool = False) -> torch.Tensor:
+        feats = data.features[idx].float()
+        if augment and cfg.shift_cells > 0:
+            feats = shift_features(feats, cfg.shift_cells, gen)
+        pred, aux = head.forward_with_aux(feats, text[tidx[idx]], states[idx] if head_cfg.state_dim else None)
         err = (pred - y[idx]).pow(2) * dim_w
-        return (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim)
+        loss = (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim)
+        if aux is not None and cfg.aux_weight > 0:
+            aux_err = (aux - aux_y[idx]).pow(2).sum(1) * aux_m[idx]
+            loss = loss + cfg.aux_weight * aux_err.sum() / aux_m[idx].sum().clamp(min=1.0)
+        return loss
 
     best_val, best_state, best_epoch, bad = float("inf"), copy.deepcopy(head.state_dict()), -1, 0
     history: list[dict[str, Any]] = []
@@ -126,7 +177,7 @@ def train_head(
         total = 0.0
         for b in range(steps_per_epoch):
             idx = perm[b * cfg.batch_size:(b + 1) * cfg.batch_size]
-            loss = loss_on(idx)
+            loss = loss_on(idx, augment=True)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -84,3 +84,22 @@ def test_registered_generic_policy_builds_and_rejects_bad_checkpoint(bundle, tmp
     with pytest.raises(ConfigError, match="does not exist"):
         spec.factory(bad)
     env.close()
+
+
+def test_state_indices_select_the_proprio_inputs(tmp_path):
+    cfg = HeadConfig(vision=VisionSpec(input_size=96), state_dim=4, state_indices=(2, 3, 4, 5), width=32,
+                     keypoints=8, hidden=64)
+    torch.manual_seed(0)
+    bundle = HeadBundle(cfg, freeze(FiLMActionHead(cfg)), np.zeros(7, np.float32), np.ones(7, np.float32),
+                        np.zeros(4, np.float32), np.ones(4, np.float32))
+    save_checkpoint(bundle, tmp_path / "ck")
+    policy = GenericVLA.from_checkpoint(tmp_path / "ck")
+    assert policy.cfg.state_indices == (2, 3, 4, 5)  # survives the JSON manifest as a tuple
+    policy.reset("pick up the red mug", {})
+    rng = np.random.default_rng(0)
+    obs = {"image": rng.integers(0, 255, (96, 96, 3), dtype=np.uint8), "ee_state": np.zeros(6, np.float32)}
+    base = policy.predict_chunk(obs)
+    moved_xy = {**obs, "ee_state": np.array([0.3, -0.2, 0, 0, 0, 0], np.float32)}
+    np.testing.assert_allclose(policy.predict_chunk(moved_xy), base)  # x, y are not inputs
+    lifted = {**obs, "ee_state": np.array([0, 0, 0.2, 0, 0, 0], np.float32)}
+    assert not np.allclose(policy.predict_chunk(lifted), base)  # z is

@@ -124,3 +124,41 @@ def test_checkpoint_round_trip_and_corruption(tmp_path):
     (tmp_path / "ck4" / "manifest.json").write_text("{")
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_checkpoint(tmp_path / "ck4")
+
+
+def test_shift_features_translates_within_bound():
+    from policies.vla.training import shift_features
+
+    x = torch.zeros(64, 1, 7, 7)
+    x[:, 0, 3, 3] = 1.0
+    gen = torch.Generator().manual_seed(0)
+    y = shift_features(x, 1.0, gen)
+    kp = spatial_softmax(y * 40.0) * 3  # keypoint in cell units from the centre
+    assert kp.abs().max() <= 1.0 + 1e-3 and kp.abs().max() > 0.5  # moved, by at most one cell
+    torch.testing.assert_close(y.sum((1, 2, 3)), torch.ones(64), atol=1e-5, rtol=0)  # interior mass kept
+    torch.testing.assert_close(shift_features(x, 0.0, gen), x)
+
+
+def test_aux_targets_cover_pre_grasp_frames_only():
+    from policies.vla.training import AUX_SCALE, aux_targets
+
+    grip = np.array([-1, -1, 1, 1, -1, 1, -1], np.float32)  # episode 0: 4 frames, episode 1: 3 frames
+    actions = np.zeros((7, 7), np.float32)
+    actions[:, 6] = grip
+    states = np.zeros((7, 6), np.float32)
+    states[:, 0] = np.linspace(0.0, 0.06, 7)
+    targets = np.tile(np.array([[0.1, -0.2, 0.0]], np.float32), (7, 1))
+    data = DemoArrays(torch.zeros(7, 8, 6, 6), np.eye(2, 384, dtype=np.float32), np.zeros(7, int), states,
+                      actions, np.array([0, 0, 0, 0, 1, 1, 1]), targets)
+    offset, mask = aux_targets(data)
+    assert mask.tolist() == [1, 1, 0, 0, 1, 0, 0]  # after the first close (even once reopened) the label is stale
+    np.testing.assert_allclose(offset[:, 0], (0.1 - states[:, 0]) / AUX_SCALE, rtol=1e-6)
+    np.testing.assert_allclose(offset[:, 1], -0.2 / AUX_SCALE, rtol=1e-6)
+    with pytest.raises(ConfigError, match="no target positions"):
+        aux_targets(DemoArrays(data.features, data.text_table, data.text_index, states, actions, data.episode))
+    # a head with the auxiliary output trains on it and keeps its action interface
+    cfg = TrainConfig(head=HeadConfig(vision=VisionSpec(channels=8, input_size=96), state_dim=6, width=16,
+                                      keypoints=4, hidden=32, chunk=2, aux_dim=2), epochs=2, batch_size=4)
+    bundle, stats = train_head(data, cfg)
+    assert stats["epochs_run"] == 2 and bundle.head(data.features[:3], torch.zeros(3, 384),
+                                                    torch.zeros(3, 6)).shape == (3, 2, 7)
