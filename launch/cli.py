@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from envs.errors import ConfigError
+from sim_benchmarks.options import parse_options  # noqa: F401  (re-exported for the launch modules)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -34,26 +35,3 @@ def main_guard(fn: Callable[..., int | None]) -> Callable[..., int]:
             return 130
 
     return wrapper
-
-
-def parse_options(pairs: list[str] | None, flag: str) -> dict[str, object]:
-    """``key=value`` pairs → dict, values parsed as int/float/bool when they look like one."""
-    out: dict[str, object] = {}
-    for pair in pairs or []:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{flag} expects key=value, got {pair!r}")
-        out[key] = _parse_value(raw)
-    return out
-
-
-def _parse_value(raw: str) -> object:
-    low = raw.lower()
-    if low in {"true", "false"}:
-        return low == "true"
-    for cast in (int, float):
-        try:
-            return cast(raw)
-        except ValueError:
-            pass
-    return raw

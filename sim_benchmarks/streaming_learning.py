@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         envs = [f"{args.suite}:{g}" for g in game_list]
         agents = [a for a in args.agents.split(",") if a]
         seeds = [int(s) for s in args.seeds.split(",") if s]
-        from launch.cli import parse_options
+        from sim_benchmarks.options import parse_options
         from sim_benchmarks.suites.arcade import AGENTS
 
         bad = [a for a in agents if a not in AGENTS]
