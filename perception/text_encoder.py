@@ -34,7 +34,9 @@ class TextEncoder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # its "Loading weights" bar would break the CLI's one-line output
         folder = Path(path) if path is not None else model_path()
         if not folder.is_dir():
             raise ConfigError(f"text encoder folder {str(folder)!r} does not exist")

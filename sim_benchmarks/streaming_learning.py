@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in envs:
             make_arcade_env(e).close()  # validates the names before hours of compute
     except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = [(e, a, s, args.steps, str(args.out), options) for e in envs for a in agents for s in seeds]
