@@ -1,11 +1,13 @@
-"""Train Embodia's generic VLA head: collect noisy expert demos → cache frozen features → BC → closed-loop eval.
+"""Train Embodia's generic VLA head: collect noisy expert demos → cache inputs → BC → closed-loop eval.
 
-    python -m launch.train_vla --out runs/generic_vla --seed 0 --demos 600 --minutes 10
+    python -m launch.train_vla --out runs/generic_vla_cnn --backbone cnn --demos 1600 --workers 2 --threads 2 \
+        --width 48 --epochs 30 --patience 5 --minutes 30 --shift-cells 4 --aux-weight 1 --eval-episodes 0 --seed 0
 
-Writes ``OUT/demos.npz`` (the feature cache; reuse it with ``--demo-cache``), ``OUT/checkpoint/`` (head weights,
-sha256, manifest), ``OUT/metrics.jsonl`` (one record per epoch, then per evaluated task) and ``OUT/summary.json``
-(the ``embodia.train/1`` schema plus closed-loop success on held-out test-split instances). Same seed, same demo
-count and an epoch-limited (not time-limited) run give byte-identical weights.
+(the shipped checkpoint's command). Writes ``OUT/demos.npz`` (the input cache; reuse it with ``--demo-cache``),
+``OUT/checkpoint/`` (head weights, sha256, manifest), ``OUT/metrics.jsonl`` (one record per epoch, then per
+evaluated task) and ``OUT/summary.json`` (the ``embodia.train/1`` schema plus closed-loop success on held-out
+test-split instances). Same seed, same demo count and an epoch-limited (not time-limited) run give
+byte-identical weights.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ import torch
 
 from agents.demonstrations import DemoConfig, Demos, collect_demos
 from agents.episodic import run_episode
-from envs.errors import ConfigError
+from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
 from launch.cli import ArgumentParser, main_guard
 from perception.text_encoder import load_text_encoder
 from policies.vla.checkpoint import save_checkpoint
 from policies.vla.generic import GenericVLA, image_features
-from policies.vla.model import HeadConfig, VisionSpec
+from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
 from policies.vla.training import DemoArrays, TrainConfig, train_head
 from sim_benchmarks.progress import progress_bar
 from sim_benchmarks.train_log import TrainLog, write_json_atomic
@@ -47,14 +49,17 @@ def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demo
         demos = _read_block(path)
         if len(demos) and not demos.targets:  # a block from before target labels were recorded
             demos.targets = recover_targets(demos, cfg)
-        return demos
-    torch.set_num_threads(1)
-    # Keep the raw frames of kept episodes (encoded in one batch afterwards, which is also faster than per frame)
-    # so that a different frozen-feature spec or a from-scratch CNN can be trained later without re-collecting.
-    demos = collect_demos(cfg, indices=indices)
-    images = np.stack(demos.frames) if demos.frames else np.zeros((0, 1, 1, 3), np.uint8)
-    demos.frames = _encode_batch(images, vision)
-    _write_block(path, demos, images)
+    else:
+        torch.set_num_threads(1)
+        # Keep the raw frames of kept episodes (encoded in one batch afterwards, which is also faster than per
+        # frame) so that another frozen-feature spec or the from-scratch CNN can be trained without re-collecting.
+        demos = collect_demos(cfg, indices=indices)
+        images = np.stack(demos.frames) if demos.frames else np.zeros((0, 1, 1, 3), np.uint8)
+        demos.frames = [] if vision.backbone == "cnn" else _encode_batch(images, vision)
+        _write_block(path, demos, images)
+    if vision.backbone == "cnn":  # raw-frame blocks: the head's input is the resized pixels
+        images = np.load(path, allow_pickle=False)["images"] if len(demos) else np.zeros((0, 1, 1, 3), np.uint8)
+        demos.frames = list(_encode_batch(images, vision)) if len(demos) else []
     return demos
 
 
@@ -79,7 +84,8 @@ def recover_targets(demos: Demos, cfg: DemoConfig) -> list[np.ndarray]:
 def _encode_batch(images: np.ndarray, vision: VisionSpec, batch: int = 32) -> list[np.ndarray]:
     out: list[np.ndarray] = []
     for s in range(0, len(images), batch):
-        out += list(image_features(images[s:s + batch], vision).numpy().astype(np.float16))
+        feats = image_features(images[s:s + batch], vision).numpy()
+        out += list(feats if feats.dtype == np.uint8 else feats.astype(np.float16))
     return out
 
 
@@ -116,8 +122,10 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     Episodes are seeded by index, so the result is the same for any worker count or interruption pattern.
     """
     # The key leaves out the episode count: a longer or shorter run reuses the blocks it shares with this one.
+    # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
     content = {k: v for k, v in asdict(cfg).items() if k != "episodes"}
-    key = hashlib.sha256(json.dumps([content, asdict(vision)], sort_keys=True).encode()).hexdigest()[:10]
+    encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
+    key = hashlib.sha256(json.dumps([content, encoded], sort_keys=True).encode()).hexdigest()[:10]
     block_dir.mkdir(parents=True, exist_ok=True)
     spans = [(s, min(s + BLOCK, cfg.episodes)) for s in range(0, cfg.episodes, BLOCK)]
     jobs = [(cfg, vision, list(range(s, e)), block_dir / f"{key}_{s:05d}_{e:05d}.npz") for s, e in spans]
@@ -199,7 +207,11 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--noise", type=float, default=0.01, help="DART noise std on executed xyz deltas (metres)")
     p.add_argument("--tasks", default=",".join(GENERIC_TASKS), help="comma-separated generic tasks")
-    p.add_argument("--input-size", type=int, default=VisionSpec.input_size, help="policy image size (square)")
+    p.add_argument("--backbone", default="cnn",
+                   help=f"vision: {' or '.join(BACKBONES)} (cnn: a small CNN trained from scratch with the head)")
+    p.add_argument("--input-size", type=int, default=None,
+                   help=f"policy image size (square; default {VisionSpec.input_size}, {CNN_VISION.input_size} for cnn)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for training (same count, same weights)")
     p.add_argument("--width", type=int, default=HeadConfig.width)
     p.add_argument("--chunk", type=int, default=HeadConfig.chunk)
     p.add_argument("--dropout", type=float, default=HeadConfig.dropout, help="feature-map dropout in the head")
@@ -210,6 +222,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--xy-weight", type=float, default=1.0, help="loss weight of dx, dy (gripper is 2)")
     p.add_argument("--workers", type=int, default=1, help="demo collection processes")
     p.add_argument("--demo-cache", type=Path, default=None, help="reuse a demos.npz instead of collecting")
+    p.add_argument("--demo-blocks", type=Path, default=None,
+                   help="folder of resumable demo blocks (default OUT/demo_blocks); runs may share one")
     p.add_argument("--eval-episodes", type=int, default=10, help="closed-loop episodes per task (0 = skip)")
     p.add_argument("--checkpoint-out", type=Path, default=None, help="checkpoint folder (default OUT/checkpoint)")
     return p
@@ -222,7 +236,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for t in tasks:
         if t not in GENERIC_TASKS:
             raise ConfigError(f"unknown generic task {t!r}; valid: {', '.join(GENERIC_TASKS)}")
-    for name in ("demos", "epochs", "batch_size", "workers", "chunk", "width"):
+    for name in ("demos", "epochs", "batch_size", "workers", "chunk", "width", "threads"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 0.0 <= args.dropout < 1.0 or args.shift_cells < 0:
@@ -230,18 +244,23 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                           f"{args.shift_cells}")
     if args.minutes <= 0:
         raise ConfigError(f"--minutes must be > 0, got {args.minutes}")
+    if args.backbone not in BACKBONES:
+        raise choice_error("--backbone", args.backbone, BACKBONES)
+    base_vision = CNN_VISION if args.backbone == "cnn" else VisionSpec()
+    if args.input_size is None:
+        args.input_size = base_vision.input_size
     if args.input_size % 16 or not 64 <= args.input_size <= 320:
         raise ConfigError(f"--input-size must be a multiple of 16 in [64, 320], got {args.input_size}")
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    vision = VisionSpec(input_size=args.input_size)
+    vision = replace(base_vision, input_size=args.input_size)
     demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise)
     cache = args.demo_cache or out / "demos.npz"
     if args.demo_cache is None and not cache.exists():
         t0 = time.perf_counter()
-        demos = collect(demo_cfg, vision, args.workers, out / "demo_blocks")
+        demos = collect(demo_cfg, vision, args.workers, args.demo_blocks or out / "demo_blocks")
         if not demos.actions:
             raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")
         save_cache(cache, demos, demo_cfg, vision)

@@ -2,9 +2,10 @@
 
     python -m sim_benchmarks.vla_speed --steps 50 --repeats 5 --out runs/vla_speed.json
 
-Times ``GenericVLA.act`` on 224×224 observations (resize + frozen MobileNetV2 prefix + FiLM head), for the
-shipped checkpoint and for heads with other policy input sizes (random weights: the time does not depend on
-them). Prints and saves medians over repeats; the machine is shared, so compare rows of one run, not runs.
+Times ``GenericVLA.act`` on 224×224 observations (resize + vision + FiLM head), for the shipped checkpoint and
+for heads of either backbone at other policy input sizes (random weights: the time does not depend on them):
+``mobilenet_v2_imagenet`` (frozen prefix) and ``cnn`` (the from-scratch stem).
+Prints and saves medians over repeats; the machine is shared, so compare rows of one run, not runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,13 @@ import torch
 
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, freeze, load_checkpoint
 from policies.vla.generic import GenericVLA
-from policies.vla.model import FiLMActionHead, HeadConfig, VisionSpec
+from policies.vla.model import CNN_VISION, FiLMActionHead, HeadConfig, VisionSpec
 
 
-def _random_bundle(input_size: int, state_dim: int = 6) -> HeadBundle:
-    cfg = HeadConfig(vision=VisionSpec(input_size=input_size), state_dim=state_dim)
+def _random_bundle(input_size: int, state_dim: int = 6, backbone: str = "mobilenet_v2_imagenet",
+                   width: int = HeadConfig.width) -> HeadBundle:
+    vision = replace(CNN_VISION if backbone == "cnn" else VisionSpec(), input_size=input_size)
+    cfg = HeadConfig(vision=vision, state_dim=state_dim, width=width)
     torch.manual_seed(0)
     return HeadBundle(cfg, freeze(FiLMActionHead(cfg)), np.zeros(7, np.float32), np.ones(7, np.float32),
                       np.zeros(state_dim, np.float32), np.ones(state_dim, np.float32))
@@ -53,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sim_benchmarks.vla_speed", description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--sizes", default="128,160,224", help="policy input sizes to time with random heads")
+    p.add_argument("--sizes", default="128,160,224", help="MobileNetV2 input sizes to time with random heads")
+    p.add_argument("--cnn-sizes", default="96,128", help="CNN-backbone input sizes to time with random heads")
     p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -61,10 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, Any] = {}
     if (args.checkpoint / "manifest.json").is_file():
         bundle = load_checkpoint(args.checkpoint)
-        rows[f"shipped (input {bundle.config.vision.input_size})"] = time_policy(GenericVLA(bundle), args.steps,
-                                                                               args.repeats)
+        vision = bundle.config.vision
+        rows[f"shipped ({vision.backbone} {vision.input_size})"] = time_policy(GenericVLA(bundle), args.steps,
+                                                                              args.repeats)
     for size in (int(s) for s in args.sizes.split(",") if s):
-        rows[f"input {size}"] = time_policy(GenericVLA(_random_bundle(size)), args.steps, args.repeats)
+        rows[f"mobilenet input {size}"] = time_policy(GenericVLA(_random_bundle(size)), args.steps, args.repeats)
+    for size in (int(s) for s in args.cnn_sizes.split(",") if s):
+        rows[f"cnn input {size}"] = time_policy(GenericVLA(_random_bundle(size, backbone="cnn", width=48)),
+                                                args.steps, args.repeats)
     result = {"camera_image": "224x224", "threads": 1, "steps": args.steps, "repeats": args.repeats, "rows": rows}
     for name, r in rows.items():
         print(f"{name:28s} {r['ms_per_step_median']:7.2f} ms/step (min {r['ms_per_step_min']:.2f})")

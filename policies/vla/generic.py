@@ -21,7 +21,7 @@ from perception.mobilenet_v2 import spatial_features
 from perception.text_encoder import load_text_encoder
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
 from policies.vla.conversions import TemporalEnsembler, first_camera, resize_image
-from policies.vla.model import VisionSpec
+from policies.vla.model import BACKBONES, VisionSpec
 
 EXECUTION_MODES = ("first", "ensemble")
 _MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)
@@ -33,15 +33,21 @@ def drop_possessive(instruction: str) -> str:
 
 
 def image_features(images: np.ndarray, vision: VisionSpec) -> torch.Tensor:
-    """Frozen spatial features (N×C×h×w) of uint8 images (H×W×3 or N×H×W×3), at the spec's input size."""
+    """The head's image input for uint8 images (H×W×3 or N×H×W×3), resized to the spec's input size.
+
+    Frozen MobileNetV2 spatial features (N×C×h×w float) for ``mobilenet_v2_imagenet``; the resized pixels
+    themselves (N×3×H×W uint8) for ``cnn``, whose stem is part of the trained head.
+    """
     arr = np.asarray(images)
     if arr.ndim == 3:
         arr = arr[None]
     size = vision.input_size
     if arr.shape[1:3] != (size, size):
         arr = np.stack([resize_image(a, size) for a in arr])
+    if vision.backbone == "cnn":
+        return torch.from_numpy(np.ascontiguousarray(arr.transpose(0, 3, 1, 2)))
     if vision.backbone != "mobilenet_v2_imagenet":
-        raise choice_error("vision backbone", vision.backbone, ("mobilenet_v2_imagenet",))
+        raise choice_error("vision backbone", vision.backbone, BACKBONES)
     return spatial_features(arr, size=None, blocks=vision.blocks)
 
 

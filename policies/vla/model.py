@@ -1,10 +1,12 @@
-"""The generic VLA's trained part: a FiLM action head over frozen MobileNetV2 spatial features.
+"""The generic VLA's trained part: a FiLM action head over frozen MobileNetV2 features or a small CNN of its own.
 
-Vision (frozen ImageNet MobileNetV2, first ``blocks`` layers) and language (frozen all-MiniLM-L6-v2) are not
-trained, so the head is all a checkpoint holds. Language conditions every conv block through FiLM (per-channel
-scale and shift), which lets the instruction's colour/pattern words select feature channels *before* the spatial
-softmax turns the map into keypoints — that is what makes the policy act on the described object among
-same-category distractors. The head predicts a chunk of ``chunk`` future 7-D actions (normalised per dimension).
+Language (frozen all-MiniLM-L6-v2) is never trained. Vision is either frozen ImageNet MobileNetV2 (first
+``blocks`` layers; backbone ``mobilenet_v2_imagenet``) or a two-layer strided conv stem trained from scratch with
+the head on the raw camera image (backbone ``cnn``); either way the checkpoint holds only what was trained here.
+Language conditions every conv block through FiLM (per-channel scale and shift), which lets the instruction's
+colour/pattern words select feature channels *before* the spatial softmax turns the map into keypoints — that is
+what makes the policy act on the described object among same-category distractors. The head predicts a chunk of
+``chunk`` future 7-D actions (normalised per dimension).
 """
 
 from __future__ import annotations
@@ -23,10 +25,19 @@ from envs.errors import ConfigError
 class VisionSpec:
     """Which frozen features the head was trained on; must match at load time."""
 
-    backbone: str = "mobilenet_v2_imagenet"
-    blocks: int = 14  # features[:14]: 96 channels, stride 16
+    backbone: str = "mobilenet_v2_imagenet"  # or "cnn": raw pixels into a stem trained with the head
+    blocks: int = 14  # features[:14]: 96 channels, stride 16 (unused by "cnn")
     input_size: int = 160  # the camera image is resized to this square before the backbone
-    channels: int = 96
+    channels: int = 96  # channels the head's input layer receives (3 for "cnn")
+
+
+BACKBONES = ("mobilenet_v2_imagenet", "cnn")
+CNN_VISION = VisionSpec(backbone="cnn", blocks=0, input_size=96, channels=3)
+
+
+def pixels_to_input(images: torch.Tensor) -> torch.Tensor:
+    """uint8 N×3×H×W pixels → the CNN stem's float input (zero-centred, unit range)."""
+    return images.float() / 255.0 - 0.5
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,9 @@ class HeadConfig:
         """Inverse of :meth:`to_dict`; unknown keys are a ConfigError (a checkpoint from another format)."""
         d = dict(d)
         vision = VisionSpec(**d.pop("vision", {}))
+        if vision.backbone not in BACKBONES:
+            raise ConfigError(f"checkpoint vision backbone {vision.backbone!r} is unknown; "
+                              f"valid: {', '.join(BACKBONES)}")
         if "state_indices" in d:  # JSON stores the tuple as a list
             d["state_indices"] = tuple(int(i) for i in d["state_indices"])
         known = set(cls.__dataclass_fields__) - {"vision"}
@@ -102,7 +116,15 @@ class FiLMActionHead(nn.Module):
     def __init__(self, cfg: HeadConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.inp = nn.Sequential(nn.Conv2d(cfg.vision.channels, cfg.width, 1), nn.GroupNorm(8, cfg.width), nn.ReLU())
+        if cfg.vision.backbone == "cnn":
+            # Stride 4 overall: at 96² input the FiLM blocks see a 24² map, fine enough for ~12 px objects.
+            self.inp = nn.Sequential(
+                nn.Conv2d(cfg.vision.channels, 32, 5, stride=2, padding=2), nn.GroupNorm(8, 32), nn.ReLU(),
+                nn.Conv2d(32, cfg.width, 3, stride=2, padding=1), nn.GroupNorm(8, cfg.width), nn.ReLU(),
+            )
+        else:
+            self.inp = nn.Sequential(nn.Conv2d(cfg.vision.channels, cfg.width, 1), nn.GroupNorm(8, cfg.width),
+                                     nn.ReLU())
         self.drop = nn.Dropout2d(cfg.dropout)
         self.blocks = nn.ModuleList(FiLMBlock(cfg.width, cfg.text_dim) for _ in range(cfg.film_blocks))
         self.keypoint_conv = nn.Conv2d(cfg.width, cfg.keypoints, 1)
@@ -122,7 +144,8 @@ class FiLMActionHead(nn.Module):
     def forward_with_aux(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None,
                          ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(action chunk, auxiliary prediction or None) — the auxiliary output is only used by training."""
-        x = self.drop(self.inp(feats.float()))
+        x = pixels_to_input(feats) if feats.dtype == torch.uint8 else feats.float()
+        x = self.drop(self.inp(x))
         for block in self.blocks:
             x = block(x, text)
         parts = [spatial_softmax(self.keypoint_conv(x)), F.relu(self.text_proj(text))]

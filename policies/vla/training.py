@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from envs.errors import ConfigError
 from policies.vla.checkpoint import HeadBundle, freeze
-from policies.vla.model import FiLMActionHead, HeadConfig
+from policies.vla.model import FiLMActionHead, HeadConfig, pixels_to_input
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class TrainConfig:
 class DemoArrays:
     """Cached training data (see module docstring)."""
 
-    features: torch.Tensor  # N×C×h×w float16
+    features: torch.Tensor  # N×C×h×w: float16 frozen features, or uint8 pixels for the "cnn" backbone
     text_table: np.ndarray  # T×384
     text_index: np.ndarray  # N int
     states: np.ndarray  # N×S float32
@@ -156,7 +156,8 @@ def train_head(
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs * steps_per_epoch)
 
     def loss_on(idx: torch.Tensor, augment: bool = False) -> torch.Tensor:
-        feats = data.features[idx].float()
+        feats = data.features[idx]
+        feats = pixels_to_input(feats) if feats.dtype == torch.uint8 else feats.float()
         if augment and cfg.shift_cells > 0:
             feats = shift_features(feats, cfg.shift_cells, gen)
         pred, aux = head.forward_with_aux(feats, text[tidx[idx]], states[idx] if head_cfg.state_dim else None)

@@ -162,3 +162,47 @@ def test_aux_targets_cover_pre_grasp_frames_only():
     bundle, stats = train_head(data, cfg)
     assert stats["epochs_run"] == 2 and bundle.head(data.features[:3], torch.zeros(3, 384),
                                                     torch.zeros(3, 6)).shape == (3, 2, 7)
+
+
+def pixel_grounding_data(n_episodes: int, steps: int, seed: int, size: int = 64) -> DemoArrays:
+    """Raw images with a red and a blue square; instruction k's target is square k's centre (x, y) in [-1, 1]."""
+    rng = np.random.default_rng(seed)
+    n = n_episodes * steps
+    images = np.full((n, 3, size, size), 90, np.uint8)
+    text_index = np.repeat(rng.integers(0, 2, n_episodes), steps)
+    actions = np.zeros((n, 7), np.float32)
+    for i in range(n):
+        centres = []
+        while len(centres) < 2:
+            c = rng.integers(6, size - 6, 2)
+            if all(np.abs(c - o).max() > 12 for o in centres):
+                centres.append(c)
+        for ch, (r, col) in zip((0, 2), centres, strict=True):
+            images[i, :, r - 4:r + 4, col - 4:col + 4] = 20
+            images[i, ch, r - 4:r + 4, col - 4:col + 4] = 230
+        r, col = centres[text_index[i]]
+        actions[i, :2] = 2 * col / size - 1, 2 * r / size - 1
+    text_table = np.eye(2, 384, dtype=np.float32)
+    return DemoArrays(torch.from_numpy(images), text_table, text_index, np.zeros((n, 0), np.float32), actions,
+                      np.repeat(np.arange(n_episodes), steps))
+
+
+@pytest.mark.slow
+def test_cnn_backbone_learns_colour_grounding_from_pixels(tmp_path):
+    torch.set_num_threads(1)
+    head = HeadConfig(vision=VisionSpec(backbone="cnn", blocks=0, channels=3, input_size=64), state_dim=0,
+                      width=16, keypoints=8, hidden=64, chunk=1, dropout=0.0)
+    data = pixel_grounding_data(60, 8, seed=0)
+    cfg = TrainConfig(head=head, epochs=30, batch_size=32, lr=3e-3, patience=30, seed=2, max_minutes=3.0,
+                      shift_cells=2.0)
+    bundle, stats = train_head(data, cfg)
+    test = pixel_grounding_data(8, 5, seed=9)
+    with torch.no_grad():
+        out = bundle.head(test.features, torch.as_tensor(test.text_table[test.text_index]))[:, 0].numpy()
+    out = out * bundle.action_std + bundle.action_mean
+    err = np.abs(out[:, :2] - test.actions[:, :2]).mean()
+    # the squares are >= 0.375 apart in these units: a small error means the named square, not the other one
+    assert err < 0.12, (err, stats["history"][-1])
+    digest = save_checkpoint(bundle, tmp_path / "ck")
+    again = load_checkpoint(tmp_path / "ck")
+    assert again.config.vision.backbone == "cnn" and sha256_file(tmp_path / "ck" / "head.pt") == digest

@@ -11,7 +11,7 @@ from policies.vla.checkpoint import load_checkpoint, sha256_file
 @pytest.mark.slow
 def test_tiny_training_run_is_reproducible(tmp_path):
     args = ["--seed", "1", "--demos", "2", "--tasks", "fractal_pick", "--epochs", "3", "--input-size", "96",
-            "--width", "32"]
+            "--width", "32", "--backbone", "mobilenet_v2_imagenet"]
     first = run(["--out", str(tmp_path / "a"), "--eval-episodes", "1", *args])
     assert first["schema"] == "embodia.train/1" and first["agent"] == "generic_vla_bc"
     assert first["demos"]["attempted"] == 2 and first["demos"]["frames"] > 10
@@ -19,6 +19,7 @@ def test_tiny_training_run_is_reproducible(tmp_path):
     assert sha256_file(ck / "head.pt") == first["weights_sha256"]
     bundle = load_checkpoint(ck)
     assert bundle.config.vision.input_size == 96 and bundle.config.state_dim == 6
+    assert bundle.config.vision.backbone == "mobilenet_v2_imagenet"
     metrics = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     assert [m["epoch"] for m in metrics if "epoch" in m] == list(range(1, first["train"]["epochs_run"] + 1))
     assert "fractal_pick" in first["eval"] and 0.0 <= first["eval"]["mean_success_rate"] <= 1.0
@@ -30,9 +31,28 @@ def test_tiny_training_run_is_reproducible(tmp_path):
     assert second["weights_sha256"] == first["weights_sha256"]
 
 
+@pytest.mark.slow
+def test_tiny_cnn_backbone_run_trains_on_raw_frames(tmp_path):
+    args = ["--seed", "2", "--demos", "2", "--tasks", "fractal_pick", "--epochs", "2", "--backbone", "cnn",
+            "--width", "16", "--shift-cells", "4", "--aux-weight", "1"]
+    first = run(["--out", str(tmp_path / "a"), "--eval-episodes", "1", *args])
+    bundle = load_checkpoint(tmp_path / "a" / "checkpoint")
+    assert bundle.config.vision.backbone == "cnn" and bundle.config.vision.input_size == 96
+    assert first["eval"]["fractal_pick"]["episodes"] == 1
+    # the blocks keep full-size frames: another input size reuses them without collecting again
+    blocks = sorted((tmp_path / "a" / "demo_blocks").iterdir())
+    second = run(["--out", str(tmp_path / "b"), "--eval-episodes", "0", "--input-size", "64",
+                  "--demo-blocks", str(tmp_path / "a" / "demo_blocks"), *args])
+    assert second["demos"]["frames"] == first["demos"]["frames"]
+    assert load_checkpoint(tmp_path / "b" / "checkpoint").config.vision.input_size == 64
+    assert blocks == sorted((tmp_path / "a" / "demo_blocks").iterdir())
+
+
 def test_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["--out", str(tmp_path), "--tasks", "fractal_pick_my"]) == 2
     assert "unknown generic task 'fractal_pick_my'" in capsys.readouterr().err
     assert main(["--out", str(tmp_path), "--input-size", "100"]) == 2
+    assert main(["--out", str(tmp_path), "--backbone", "resnet"]) == 2
+    assert "resnet" in capsys.readouterr().err
     assert main(["--out", str(tmp_path), "--demo-cache", str(tmp_path / "none.npz")]) == 2
     assert "does not exist" in capsys.readouterr().err
