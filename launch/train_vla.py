@@ -244,6 +244,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                           f"{args.shift_cells}")
     if args.minutes <= 0:
         raise ConfigError(f"--minutes must be > 0, got {args.minutes}")
+    if args.width % 8:  # GroupNorm over 8 groups
+        raise ConfigError(f"--width must be a multiple of 8, got {args.width}")
     if args.backbone not in BACKBONES:
         raise choice_error("--backbone", args.backbone, BACKBONES)
     base_vision = CNN_VISION if args.backbone == "cnn" else VisionSpec()

@@ -54,5 +54,7 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["--out", str(tmp_path), "--input-size", "100"]) == 2
     assert main(["--out", str(tmp_path), "--backbone", "resnet"]) == 2
     assert "resnet" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path), "--width", "20"]) == 2
+    assert "multiple of 8" in capsys.readouterr().err
     assert main(["--out", str(tmp_path), "--demo-cache", str(tmp_path / "none.npz")]) == 2
     assert "does not exist" in capsys.readouterr().err
