@@ -38,6 +38,7 @@ class DemoConfig:
     image_size: int = 224
     keep_failed: bool = False
     relabel: bool = True
+    descent: str = "gated"  # the expert's descent rule (see policies.scripted_expert.DESCENTS)
 
 
 @dataclass
@@ -117,7 +118,8 @@ def collect_demos(
             rng = episode_rng(cfg.seed, i)
             env_seed = int(rng.integers(2**31 - 1))
             noisy = bool(rng.random() < cfg.noise_fraction)
-            expert = ScriptedExpert(env, noise_std=cfg.noise_std if noisy else 0.0, seed=env_seed)
+            expert = ScriptedExpert(env, noise_std=cfg.noise_std if noisy else 0.0, seed=env_seed,
+                                    descent=cfg.descent)
             obs, info = env.reset(seed=env_seed)
             text = relabelled_instruction(env.task.kind, info, obs["instruction"], rng) if cfg.relabel \
                 else obs["instruction"]

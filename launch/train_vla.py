@@ -33,6 +33,7 @@ from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
 from launch.cli import ArgumentParser, main_guard
 from perception.text_encoder import load_text_encoder
+from policies.scripted_expert import DESCENTS
 from policies.vla.checkpoint import save_checkpoint
 from policies.vla.generic import GenericVLA, image_features
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
@@ -123,7 +124,8 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     """
     # The key leaves out the episode count: a longer or shorter run reuses the blocks it shares with this one.
     # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
-    content = {k: v for k, v in asdict(cfg).items() if k != "episodes"}
+    # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
+    content = {k: v for k, v in asdict(cfg).items() if k != "episodes" and (k, v) != ("descent", "gated")}
     encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
     key = hashlib.sha256(json.dumps([content, encoded], sort_keys=True).encode()).hexdigest()[:10]
     block_dir.mkdir(parents=True, exist_ok=True)
@@ -206,6 +208,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--noise", type=float, default=0.01, help="DART noise std on executed xyz deltas (metres)")
+    p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated or funnel")
     p.add_argument("--tasks", default=",".join(GENERIC_TASKS), help="comma-separated generic tasks")
     p.add_argument("--backbone", default="cnn",
                    help=f"vision: {' or '.join(BACKBONES)} (cnn: a small CNN trained from scratch with the head)")
@@ -258,7 +261,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     vision = replace(base_vision, input_size=args.input_size)
-    demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise)
+    if args.expert_descent not in DESCENTS:
+        raise choice_error("--expert-descent", args.expert_descent, DESCENTS)
+    demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
+                          descent=args.expert_descent)
     cache = args.demo_cache or out / "demos.npz"
     if args.demo_cache is None and not cache.exists():
         t0 = time.perf_counter()

@@ -12,10 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from envs.errors import choice_error
 from policies.base import policy_seed_rng
 
 MAX_POS, MAX_ROT = 0.03, 0.15  # the env's per-step clip (see envs.manipulation.scene)
 SURFACE = {"plate": 0.008, "basket": 0.006, "": 0.0}
+DESCENTS = ("gated", "funnel")
+HOVER = 0.09  # approach height above the grasp point
 
 
 def _wrap_half_turn(angle: float) -> float:
@@ -26,9 +29,15 @@ def _wrap_half_turn(angle: float) -> float:
 class ScriptedExpert:
     """Phase machine: approach above the target → descend → close → lift → (carry → lower → release)."""
 
-    def __init__(self, env: Any, noise_std: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, env: Any, noise_std: float = 0.0, seed: int = 0, descent: str = "gated") -> None:
+        if descent not in DESCENTS:
+            raise choice_error("expert descent", descent, DESCENTS)
         self.env = env.unwrapped
         self.noise_std = float(noise_std)
+        # "gated": hover at HOVER until xy < 8 mm and the yaw is aligned, then descend. "funnel": the approach
+        # height shrinks with the xy error (full height at ≥ 4.8 cm, grasp height at 8 mm), so how far to go down
+        # is a smooth function of the offset a camera sees — easier to imitate than a hidden gate.
+        self.descent = descent
         self.rng = policy_seed_rng(seed)
         self.last_clean_action = np.zeros(7, np.float32)
         self.reset("", {})
@@ -64,7 +73,10 @@ class ScriptedExpert:
         goal = cmd.copy()
         if self.phase == "approach":
             self.goal_yaw = self._grasp_yaw(t)
-            goal = np.array([tpos[0], tpos[1], tpos[2] + grasp_h + 0.09])
+            hover = HOVER
+            if self.descent == "funnel":
+                hover *= float(np.clip((np.linalg.norm(ee[:2] - tpos[:2]) - 0.008) / 0.04, 0.0, 1.0))
+            goal = np.array([tpos[0], tpos[1], tpos[2] + grasp_h + hover])
             if np.linalg.norm(ee[:2] - goal[:2]) < 0.008 and abs(ee[2] - goal[2]) < 0.03 and \
                     abs(_wrap_half_turn(ps["ee_yaw"] - self.goal_yaw)) < 0.06:
                 self.phase = "descend"

@@ -116,6 +116,9 @@ def run_evaluation(cfg: EvalConfig, on_progress: Callable[[int], None] | None = 
             if on_progress:
                 on_progress(1)
         summary = build_summary(suite.name, store.records(), config, time.perf_counter() - start)
+    except ConfigError:  # e.g. a bad policy option found when the first worker builds the policy
+        store.discard_if_empty()
+        raise
     finally:
         store.close()
     write_json_atomic(out / "summary.json", summary)

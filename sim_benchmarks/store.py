@@ -56,11 +56,23 @@ class ResultsStore:
                     f"--resume: {str(self.out_dir)!r} was run with different settings ({', '.join(diff)})")
         elif self.episodes_path.exists():
             raise ConfigError(f"--out {str(self.out_dir)!r} already holds results; pass --resume or another --out")
+        self.fresh = not resume  # this run writes config.json and starts episodes.jsonl
+        self.created_dir = not self.out_dir.exists()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._repair_torn_tail()
         if not resume:
             write_json_atomic(config_path, config)
         self._fh = open(self.episodes_path, "a", encoding="utf-8")
+
+    def discard_if_empty(self) -> None:
+        """Remove what a fresh run wrote when it recorded no episode (a run that failed before its first one)."""
+        self.close()
+        if not self.fresh or (self.episodes_path.exists() and self.episodes_path.stat().st_size):
+            return
+        for path in (self.episodes_path, self.out_dir / "config.json"):
+            path.unlink(missing_ok=True)
+        if self.created_dir and not any(self.out_dir.iterdir()):
+            self.out_dir.rmdir()
 
     def _repair_torn_tail(self) -> None:
         # A killed writer can leave a partial last line; cut it so the next append starts on a fresh line.

@@ -49,7 +49,8 @@ register_suite(SuiteSpec(
 
 
 def _expert(ctx: PolicyContext) -> ScriptedExpert:
-    return ScriptedExpert(ctx.env, noise_std=float(ctx.options.get("expert_noise", 0.0)), seed=ctx.seed)
+    return ScriptedExpert(ctx.env, noise_std=float(ctx.options.get("expert_noise", 0.0)), seed=ctx.seed,
+                          descent=str(ctx.options.get("expert_descent", "gated")))
 
 
 register_policy(PolicySpec("scripted_expert", "privileged scripted top-down grasp expert (oracle ceiling)",

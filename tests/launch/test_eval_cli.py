@@ -24,6 +24,9 @@ def _run(*args, cwd):
     (["--env", "classic_control/nope"], "'nope'"),
     (["--env", "classic_control", "--executor", "threads"], "'threads'"),
     (["--env", "classic_control", "--episodes", "abc"], "'abc'"),
+    # found only when a worker builds the policy, after the results folder was opened: it is removed again
+    (["--env", "generic_simpler/fractal_pick", "--policy", "scripted_expert", "--episodes", "1",
+      "--policy-option", "expert_descent=zigzag"], "'zigzag'"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_results(tmp_path, args, needle):
     out = tmp_path / "res"
