@@ -50,6 +50,7 @@ def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demo
         demos = _read_block(path)
         if len(demos) and not demos.targets:  # a block from before target labels were recorded
             demos.targets = recover_targets(demos, cfg)
+        images = np.load(path, allow_pickle=False)["images"] if vision.backbone == "cnn" and len(demos) else None
     else:
         torch.set_num_threads(1)
         # Keep the raw frames of kept episodes (encoded in one batch afterwards, which is also faster than per
@@ -59,8 +60,7 @@ def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demo
         demos.frames = [] if vision.backbone == "cnn" else _encode_batch(images, vision)
         _write_block(path, demos, images)
     if vision.backbone == "cnn":  # raw-frame blocks: the head's input is the resized pixels
-        images = np.load(path, allow_pickle=False)["images"] if len(demos) else np.zeros((0, 1, 1, 3), np.uint8)
-        demos.frames = list(_encode_batch(images, vision)) if len(demos) else []
+        demos.frames = _encode_batch(images, vision) if len(demos) else []
     return demos
 
 
