@@ -56,7 +56,7 @@ class _FlatNet:
         return fused_forward(self.net, x, cache), cache
 
     def backward(self, cache: ForwardCache, cotangent: torch.Tensor) -> None:
-        fused_backward(cache, cotangent, self.views, use_mkldnn=self.net.use_mkldnn)
+        fused_backward(cache, cotangent, self.views)
 
 
 def policy_objective_cotangent(logits: torch.Tensor, action: int, coef: float) -> torch.Tensor:

@@ -94,7 +94,7 @@ class StreamQ:
         q_sa = float(q[0, a])
         q_next = q[1]
         # ∇θ Q(s, a) into self.grad
-        fused_backward(cache, self._onehot[a], self.grad_views, use_mkldnn=self.q.use_mkldnn)
+        fused_backward(cache, self._onehot[a], self.grad_views)
         target = r_scaled + (0.0 if terminated else self.config.gamma * float(q_next.max()))
         delta = target - q_sa
         self.opt.accumulate(self.grad)

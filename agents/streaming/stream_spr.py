@@ -135,6 +135,7 @@ class StreamSPR(StreamQ):
             with torch.no_grad():
                 target = self.target_projection(self.target_encoder(obs[1:]))
             loss = spr_loss(pred, target)
+        with mkldnn_enabled(False):  # native conv backward, as in fused_backward
             grads = torch.autograd.grad(loss, self._spr_params)
         flat_grads, i = [], 0
         for n in self._module_sizes:

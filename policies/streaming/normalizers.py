@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+from policies.streaming.kernels import welford_normalize_
 
 
 class RunningMeanStd:
@@ -43,21 +46,41 @@ class ObservationNormalizer:
         self.eps = eps
         self._mean32 = torch.zeros(shape)
         self._inv_std32 = torch.ones(shape)
+        self._stale = False  # the float32 mean / inverse std lag the stats (refreshed only when needed)
 
     def __call__(self, obs: torch.Tensor, update: bool = True) -> torch.Tensor:
         if update:
-            self.stats.update(obs)
-            self._mean32 = self.stats.mean.float()
-            self._inv_std32 = (self.stats.var + self.eps).rsqrt().float()
+            return self._update_and_normalize(obs)
+        if self._stale:
+            self._refresh()
         return (obs.float() - self._mean32) * self._inv_std32
+
+    def _update_and_normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        """Welford update and normalisation in one fused pass (the per-step hot path of every learner)."""
+        stats = self.stats
+        if tuple(obs.shape) != tuple(stats.mean.shape):
+            raise ValueError(f"observation shape {tuple(obs.shape)} != normaliser shape {tuple(stats.mean.shape)}")
+        x = obs.detach().cpu()
+        if x.dtype == torch.bool:
+            x = x.to(torch.uint8)
+        stats.count += 1
+        out = torch.empty(stats.mean.shape, dtype=torch.float32)
+        welford_normalize_(np.ascontiguousarray(x.numpy()).reshape(-1), stats.count, stats.mean.numpy().reshape(-1),
+                           stats.m2.numpy().reshape(-1), self.eps, out.numpy().reshape(-1))
+        self._stale = True
+        return out
+
+    def _refresh(self) -> None:
+        self._mean32 = self.stats.mean.float()
+        self._inv_std32 = (self.stats.var + self.eps).rsqrt().float()
+        self._stale = False
 
     def state_dict(self) -> dict:
         return self.stats.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         self.stats.load_state_dict(state)
-        self._mean32 = self.stats.mean.float()
-        self._inv_std32 = (self.stats.var + self.eps).rsqrt().float()
+        self._refresh()
 
 
 class RewardScaler:

@@ -16,11 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from policies.streaming.networks import LayerNormNoAffine
+from policies.streaming.kernels import momentum_project_
 
 
 class TransitionModel(nn.Module):
-    """ẑ' = h(ẑ, a): action one-hot planes concatenated to the latent, two 3×3 convs keeping its shape."""
+    """ẑ' = h(ẑ, a): action one-hot planes concatenated to the latent, two 3×3 convs keeping its shape, each
+    followed by an affine-free LayerNorm and LeakyReLU."""
 
     def __init__(self, latent_shape: tuple[int, int, int], n_actions: int) -> None:
         super().__init__()
@@ -28,15 +29,17 @@ class TransitionModel(nn.Module):
         self.n_actions = n_actions
         self.conv1 = nn.Conv2d(c + n_actions, c, 3, padding=1)
         self.conv2 = nn.Conv2d(c, c, 3, padding=1)
-        self.norm = LayerNormNoAffine()
         self.register_buffer("eye", torch.eye(n_actions), persistent=False)
 
     def forward(self, z: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         b, _, h, w = z.shape
         planes = self.eye[action.long()].view(b, self.n_actions, 1, 1)
         x = torch.cat([z, planes.expand(b, self.n_actions, h, w)], dim=1)
-        x = F.leaky_relu(self.norm(self.conv1(x)), 0.01)
-        return F.leaky_relu(self.norm(self.conv2(x)), 0.01)
+        # functional calls on the modules' weights: at batch 1 the module-call overhead rivals the kernels
+        x = F.conv2d(x, self.conv1.weight, self.conv1.bias, 1, 1)
+        x = F.leaky_relu(torch.layer_norm(x, x.shape[1:]), 0.01)
+        x = F.conv2d(x, self.conv2.weight, self.conv2.bias, 1, 1)
+        return F.leaky_relu(torch.layer_norm(x, x.shape[1:]), 0.01)
 
 
 class Projection(nn.Module):
@@ -45,10 +48,10 @@ class Projection(nn.Module):
     def __init__(self, latent_shape: tuple[int, int, int], dim: int) -> None:
         super().__init__()
         self.fc = nn.Linear(math.prod(latent_shape), dim)
-        self.norm = LayerNormNoAffine()
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return F.leaky_relu(self.norm(self.fc(z.flatten(1))), 0.01)
+        x = F.linear(z.flatten(1), self.fc.weight, self.fc.bias)
+        return F.leaky_relu(torch.layer_norm(x, x.shape[1:]), 0.01)
 
 
 def make_predictor(dim: int) -> nn.Linear:
@@ -76,9 +79,9 @@ def spr_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def momentum_project(g: torch.Tensor, c: torch.Tensor, beta: float, eps: float = 1e-12) -> torch.Tensor:
-    """u = g − (⟨g,c⟩/(‖c‖²+ε)) c, then c ← β c + (1−β) u in place; returns u (flat tensors)."""
-    u = g - (torch.dot(g, c) / (torch.dot(c, c) + eps)) * c
-    c.mul_(beta).add_(u, alpha=1.0 - beta)
+    """u = g − (⟨g,c⟩/(‖c‖²+ε)) c, then c ← β c + (1−β) u in place; returns u (flat tensors, one fused kernel)."""
+    u = torch.empty_like(g)
+    momentum_project_(g.detach().contiguous().numpy(), c.numpy(), beta, eps, u.numpy())
     return u
 
 

@@ -78,7 +78,7 @@ def test_fused_backward_matches_autograd(suite, shape):
     grad = torch.zeros_like(flat)
     cache = ForwardCache()
     fused = fused_forward(net, x, cache)
-    fused_backward(cache, cot, param_views(grad, net), use_mkldnn=net.use_mkldnn)
+    fused_backward(cache, cot, param_views(grad, net))
     assert torch.allclose(fused, out.detach(), atol=1e-5)
     assert torch.allclose(grad, torch.cat([g.reshape(-1) for g in expected]), atol=1e-5)
 

@@ -1,0 +1,81 @@
+"""Fused CPU kernels (numba) for the per-step vector work of the streaming learners.
+
+A batch-1 streaming update is bound by memory passes and per-op overhead, not arithmetic: torch spends one pass
+(and one dispatch) per elementwise op. Each kernel here does in one or two passes what took four to six torch
+ops. The kernels work on numpy views of torch tensors
+(``Tensor.numpy()`` shares memory), so results land in place.
+
+Reductions accumulate in float64 and may be reassociated (vectorised); they are deterministic for a given machine
+and build, like torch's own reductions.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# ``reassoc`` lets LLVM vectorise the reductions; no ``contract``, so a*b + c is rounded as written (no FMA).
+_FAST = {"reassoc", "nsz"}
+
+
+@numba.njit(cache=True, fastmath=_FAST)
+def decay_add_l1_(z: np.ndarray, g: np.ndarray, decay: float) -> float:
+    """z ← decay·z + g in place; returns ‖z‖₁ of the result (the eligibility-trace update of ObGD).
+
+    Pass ``decay`` in z's dtype (e.g. ``np.float32``) so the update is computed, and the norm taken, in that
+    precision; a Python float promotes the arithmetic to float64.
+    """
+    if g.size != z.size:
+        raise ValueError("decay_add_l1_: z and g differ in size")
+    total = 0.0
+    for i in range(z.size):
+        v = decay * z[i] + g[i]
+        z[i] = v
+        total += abs(v)
+    return total
+
+
+@numba.njit(cache=True, fastmath=_FAST)
+def l1_norm(z: np.ndarray) -> float:
+    """‖z‖₁ (float64 accumulation)."""
+    total = 0.0
+    for i in range(z.size):
+        total += abs(z[i])
+    return total
+
+
+@numba.njit(cache=True, fastmath=_FAST)
+def momentum_project_(g: np.ndarray, c: np.ndarray, beta: float, eps: float, out: np.ndarray) -> None:
+    """out = g − (⟨g,c⟩/(‖c‖²+ε)) c, then c ← β c + (1−β) out in place (two passes)."""
+    if c.size != g.size or out.size != g.size:
+        raise ValueError("momentum_project_: g, c and out differ in size")
+    gc = 0.0
+    cc = 0.0
+    for i in range(g.size):
+        gc += g[i] * c[i]
+        cc += c[i] * c[i]
+    coef = gc / (cc + eps)
+    for i in range(g.size):
+        u = g[i] - coef * c[i]
+        out[i] = u
+        c[i] = beta * c[i] + (1.0 - beta) * u
+
+
+@numba.njit(cache=True)
+def welford_normalize_(x: np.ndarray, count: int, mean: np.ndarray, m2: np.ndarray, eps: float,
+                       out: np.ndarray) -> None:
+    """Add sample ``x`` (the ``count``-th) to the running float64 mean/M2 in place, then write
+    (x − mean)/√(var + ε) to ``out`` (float32), var being the sample variance (1 before two samples)."""
+    if mean.size != x.size or m2.size != x.size or out.size != x.size:
+        raise ValueError("welford_normalize_: x, mean, m2 and out differ in size")
+    inv_n = 1.0 / count
+    inv_dof = 1.0 / (count - 1) if count >= 2 else 0.0
+    var_one = 1.0 if count < 2 else 0.0  # keeps the inner loop branch-free
+    for i in range(x.size):
+        xi = np.float64(x[i])
+        delta = xi - mean[i]
+        mu = mean[i] + delta * inv_n
+        mean[i] = mu
+        m2[i] += delta * (xi - mu)
+        var = m2[i] * inv_dof + var_one
+        out[i] = (np.float32(xi) - np.float32(mu)) / np.sqrt(np.float32(var + eps))  # float32 sqrt/div

@@ -1,0 +1,51 @@
+"""The fused numba kernels against plain numpy, and their size checks."""
+
+import numpy as np
+import pytest
+
+from policies.streaming.kernels import decay_add_l1_, l1_norm, momentum_project_, welford_normalize_
+
+
+def test_decay_add_l1_matches_numpy():
+    rng = np.random.default_rng(0)
+    z, g = rng.normal(size=1001).astype(np.float32), rng.normal(size=1001).astype(np.float32)
+    decay = np.float32(0.792)
+    expected = decay * z + g  # float32 arithmetic, no fused multiply-add
+    total = decay_add_l1_(z, g, decay)
+    np.testing.assert_array_equal(z, expected)
+    assert total == pytest.approx(np.abs(expected.astype(np.float64)).sum(), rel=1e-12)
+    assert l1_norm(z) == pytest.approx(total, rel=1e-12)
+
+
+def test_momentum_project_matches_numpy():
+    rng = np.random.default_rng(1)
+    g, c = rng.normal(size=300), rng.normal(size=300)
+    c0 = c.copy()
+    out = np.empty_like(g)
+    momentum_project_(g, c, 0.9, 1e-12, out)
+    u = g - (g @ c0) / (c0 @ c0 + 1e-12) * c0
+    np.testing.assert_allclose(out, u, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(c, 0.9 * c0 + 0.1 * u, rtol=1e-12, atol=1e-12)
+    assert abs(out @ c0) < 1e-9
+
+
+def test_welford_normalize_matches_two_pass_statistics():
+    rng = np.random.default_rng(2)
+    xs = rng.integers(0, 255, size=(7, 12)).astype(np.uint8)
+    mean, m2, out = np.zeros(12), np.zeros(12), np.empty(12, np.float32)
+    for n, x in enumerate(xs, start=1):
+        welford_normalize_(x, n, mean, m2, 1e-8, out)
+    np.testing.assert_allclose(mean, xs.mean(0), rtol=1e-12)
+    var = xs.var(0, ddof=1)
+    np.testing.assert_allclose(m2 / 6, var, rtol=1e-10)
+    np.testing.assert_allclose(out, (xs[-1] - xs.mean(0)) / np.sqrt(var + 1e-8), rtol=1e-5)
+
+
+def test_kernels_reject_mismatched_sizes():
+    a, b = np.zeros(3, np.float32), np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="differ in size"):
+        decay_add_l1_(a, b, 0.5)
+    with pytest.raises(ValueError, match="differ in size"):
+        momentum_project_(a, b, 0.9, 1e-12, a.copy())
+    with pytest.raises(ValueError, match="differ in size"):
+        welford_normalize_(a, 1, b, b.copy(), 1e-8, a.copy())
