@@ -40,6 +40,9 @@ def make_atari_env(
     env = gym.make(
         f"ALE/{game}-v5",
         frameskip=1,  # AtariPreprocessing does the skip so it can max-pool the last two frames
+        # AtariPreprocessing reads the grey screens itself: a grayscale base env skips an unused RGB copy per
+        # frame and yields bit-identical observations
+        obs_type="grayscale",
         repeat_action_probability=0.25 if sticky_actions else 0.0,
         full_action_space=False,
         max_episode_steps=None if max_episode_steps is None else int(max_episode_steps) * 4,

@@ -203,9 +203,8 @@ def fused_backward(cache: ForwardCache, grad_out: torch.Tensor, grad_views: list
     A hand-written reverse pass over the cached activations (restricted to batch ``rows``) with ATen's own
     backward kernels, writing straight into the flat gradient buffer: it skips the autograd graph, which
     dominates the cost of a batch-1 update on CPU. ``grad_views`` is :func:`param_views` of that buffer.
-    ATen's native convolution backward is the default: at batch 1 it beats oneDNN's on the Atari and Octax
-    encoders too (1.16 vs 1.45 ms for the Atari network's whole backward, measured), where oneDNN wins the
-    forward.
+    ATen's native convolution backward is the default: at batch 1 it beat oneDNN's on the Atari and Octax
+    encoders too in side-by-side timings, although oneDNN wins their forward.
     """
     with torch.no_grad(), mkldnn_enabled(use_mkldnn):
         _reverse_pass(cache, grad_out, grad_views, rows)
