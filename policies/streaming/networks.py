@@ -155,35 +155,49 @@ class ForwardCache:
         self.entries: list[tuple] = []
 
 
+def _layer_plan(net: StreamNetwork) -> tuple[tuple[str, nn.Module], ...]:
+    """(kind, layer) for every layer of ``net`` in order, built once per network (the per-step loop then does
+    no isinstance checks)."""
+    plan = getattr(net, "_fused_plan", None)
+    if plan is None:
+        kinds = {nn.Conv2d: "conv", LayerNormNoAffine: "ln", nn.LeakyReLU: "lrelu", nn.Flatten: "flatten",
+                 nn.Linear: "linear"}
+        layers = list(net.encoder.net) + list(net.head.net)
+        unknown = [type(m).__name__ for m in layers if type(m) not in kinds]
+        if unknown:  # pragma: no cover - StreamNetwork only holds the layers above
+            raise TypeError(f"fused_forward cannot handle {unknown}")
+        plan = tuple((kinds[type(m)], m) for m in layers)
+        net._fused_plan = plan
+    return plan
+
+
 def fused_forward(net: StreamNetwork, x: torch.Tensor, cache: ForwardCache | None = None) -> torch.Tensor:
     """Forward of a :class:`StreamNetwork` without autograd, optionally recording what the backward needs."""
-    layers = list(net.encoder.net) + list(net.head.net)
+    record = cache.entries.append if cache is not None else None
     with torch.no_grad(), mkldnn_enabled(net.use_mkldnn):
-        for layer in layers:
-            if isinstance(layer, nn.Conv2d):
-                if cache is not None:
-                    cache.entries.append(("conv", layer, x))
+        for kind, layer in _layer_plan(net):
+            if kind == "conv":
+                if record:
+                    record(("conv", layer, x))
                 x = F.conv2d(x, layer.weight, layer.bias, layer.stride)
-            elif isinstance(layer, LayerNormNoAffine):
+            elif kind == "ln":
                 shape = x.shape[1:]
                 out, mean, rstd = torch.native_layer_norm(x, shape, None, None, 1e-5)
-                if cache is not None:
-                    cache.entries.append(("ln", shape, x, mean, rstd))
+                if record:
+                    record(("ln", shape, x, mean, rstd))
                 x = out
-            elif isinstance(layer, nn.LeakyReLU):
-                if cache is not None:
-                    cache.entries.append(("lrelu", layer.negative_slope, x))
+            elif kind == "lrelu":
+                if record:
+                    record(("lrelu", layer.negative_slope, x))
                 x = F.leaky_relu(x, layer.negative_slope)
-            elif isinstance(layer, nn.Flatten):
-                if cache is not None:
-                    cache.entries.append(("flatten", x.shape))
+            elif kind == "flatten":
+                if record:
+                    record(("flatten", x.shape))
                 x = x.flatten(1)
-            elif isinstance(layer, nn.Linear):
-                if cache is not None:
-                    cache.entries.append(("linear", layer, x))
+            else:  # linear
+                if record:
+                    record(("linear", layer, x))
                 x = F.linear(x, layer.weight, layer.bias)
-            else:  # pragma: no cover - StreamNetwork only holds the layers above
-                raise TypeError(f"fused_forward cannot handle {type(layer).__name__}")
     return x
 
 
