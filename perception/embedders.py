@@ -39,16 +39,17 @@ class MobileNetEmbedder:
 
         crops = np.asarray(crops, np.uint8)
         keys = [hashlib.blake2b(c.tobytes(), digest_size=16).digest() + bytes(str(c.shape), "ascii") for c in crops]
-        todo = [i for i, k in enumerate(keys) if k not in self._cache]
+        found = {k: self._cache[k] for k in keys if k in self._cache}  # before a full cache is cleared below
+        todo = [i for i, k in enumerate(keys) if k not in found]
         if todo:
             feats = pooled_features(crops[todo], size=None)
             if len(self._cache) + len(todo) > self.cache_size:
                 self._cache.clear()
             for i, f in zip(todo, feats, strict=True):
-                self._cache[keys[i]] = f
+                self._cache[keys[i]] = found[keys[i]] = f
         if not keys:
             return np.zeros((0, 1280), np.float32)
-        return np.stack([self._cache[k] for k in keys])
+        return np.stack([found[k] for k in keys])
 
     def embed(self, crops: np.ndarray) -> np.ndarray:
         if len(crops) == 0:

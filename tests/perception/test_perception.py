@@ -290,6 +290,18 @@ def test_embedder_cache_shares_one_pass_and_matches_the_network():
     assert np.allclose(np.linalg.norm(emb.embed(crops[::-1]), axis=1), 1.0)
 
 
+def test_embedder_cache_overflow_keeps_the_hits_of_the_same_call():
+    from perception.embedders import MobileNetEmbedder
+    from perception.mobilenet_v2 import pooled_features
+
+    _, frame, _ = scene(6)
+    crops = np.stack([frame.image[i:i + 32, i:i + 32] for i in range(0, 60, 20)])  # 3 distinct crops
+    emb = MobileNetEmbedder(cache_size=2)
+    emb.pooled(crops[:2])  # cache full
+    both = emb.pooled(crops[1:])  # one hit + one miss: the miss overflows and clears the cache
+    assert np.allclose(both, pooled_features(crops[1:], size=None), atol=1e-5)
+
+
 def test_colour_ranker_keeps_the_plausible_proposals():
     objs, frame, rng = scene(7)
     m = InstanceMatcher(MatcherConfig(components=("colour",)))
