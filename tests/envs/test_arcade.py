@@ -100,6 +100,28 @@ def test_atari_options_and_names():
     assert "minatar:space_invaders" in names and "atari:Pong" in names and "octax:brix" in names
 
 
+def test_atari_grayscale_base_env_matches_the_standard_rgb_pipeline():
+    # make_atari_env builds the ALE env with obs_type="grayscale" (cheaper); the observations must be exactly those
+    # of AtariPreprocessing over the default RGB env.
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    rgb = gym.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.0, full_action_space=False,
+                   disable_env_checker=True)
+    rgb = gym.wrappers.FrameStackObservation(
+        gym.wrappers.AtariPreprocessing(rgb, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True), 4)
+    ours = make_arcade_env("atari:Breakout")
+    rng = np.random.default_rng(0)
+    a, _ = rgb.reset(seed=5)
+    b, _ = ours.reset(seed=5)
+    assert np.array_equal(a, b)
+    for _ in range(60):
+        act = int(rng.integers(4))
+        (a, ra, ta, *_), (b, rb, tb, *_) = rgb.step(act), ours.step(act)
+        assert np.array_equal(a, b) and ra == rb and ta == tb
+
+
 @pytest.mark.parametrize("name, match", [
     ("minatar:pacman", "unknown minatar game 'pacman'; valid: asterix, breakout"),
     ("atari:pong", "unknown atari game 'pong'"),
