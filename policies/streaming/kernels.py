@@ -2,8 +2,8 @@
 
 A batch-1 streaming update is bound by memory passes and per-op overhead, not arithmetic: torch spends one pass
 (and one dispatch) per elementwise op. Each kernel here does in one or two passes what took four to six torch
-ops. The kernels work on numpy views of torch tensors
-(``Tensor.numpy()`` shares memory), so results land in place.
+ops. The kernels work on numpy views of torch tensors (``Tensor.numpy()`` shares memory), so results land in
+place.
 
 Reductions accumulate in float64 and may be reassociated (vectorised); they are deterministic for a given machine
 and build, like torch's own reductions.
