@@ -46,7 +46,7 @@ class LayerNormNoAffine(nn.Module):
     """LayerNorm over every non-batch dimension, without learnable scale or shift."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.layer_norm(x, x.shape[1:])  # the op itself: F.layer_norm's Python wrapper costs as much
+        return torch.layer_norm(x, x.shape[1:])  # the op itself, skipping F.layer_norm's Python wrapper
 
 
 def _block(layer: nn.Module) -> list[nn.Module]:

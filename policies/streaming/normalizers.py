@@ -17,11 +17,21 @@ class RunningMeanStd:
         self.m2 = torch.zeros(shape, dtype=torch.float64)  # float64 so millions of updates do not drift
 
     def update(self, x: torch.Tensor) -> None:
-        x = x.to(torch.float64)
+        """Add one sample."""
+        self.update_and_normalize(x, 1e-8)
+
+    def update_and_normalize(self, x: torch.Tensor, eps: float) -> torch.Tensor:
+        """Add one sample, then return it as (x − mean)/√(var + ε) in float32: one fused pass (the kernel)."""
+        if tuple(x.shape) != tuple(self.mean.shape):
+            raise ValueError(f"observation shape {tuple(x.shape)} != normaliser shape {tuple(self.mean.shape)}")
+        x = x.detach().cpu()
+        if x.dtype == torch.bool:
+            x = x.to(torch.uint8)
         self.count += 1
-        delta = x - self.mean
-        self.mean.add_(delta, alpha=1.0 / self.count)
-        self.m2.addcmul_(delta, x - self.mean)
+        out = torch.empty(self.mean.shape, dtype=torch.float32)
+        welford_normalize_(np.ascontiguousarray(x.numpy()).reshape(-1), self.count, self.mean.numpy().reshape(-1),
+                           self.m2.numpy().reshape(-1), eps, out.numpy().reshape(-1))
+        return out
 
     @property
     def var(self) -> torch.Tensor:
@@ -56,17 +66,7 @@ class ObservationNormalizer:
         return (obs.float() - self._mean32) * self._inv_std32
 
     def _update_and_normalize(self, obs: torch.Tensor) -> torch.Tensor:
-        """Welford update and normalisation in one fused pass (the per-step hot path of every learner)."""
-        stats = self.stats
-        if tuple(obs.shape) != tuple(stats.mean.shape):
-            raise ValueError(f"observation shape {tuple(obs.shape)} != normaliser shape {tuple(stats.mean.shape)}")
-        x = obs.detach().cpu()
-        if x.dtype == torch.bool:
-            x = x.to(torch.uint8)
-        stats.count += 1
-        out = torch.empty(stats.mean.shape, dtype=torch.float32)
-        welford_normalize_(np.ascontiguousarray(x.numpy()).reshape(-1), stats.count, stats.mean.numpy().reshape(-1),
-                           stats.m2.numpy().reshape(-1), self.eps, out.numpy().reshape(-1))
+        out = self.stats.update_and_normalize(obs, self.eps)
         self._stale = True
         return out
 
