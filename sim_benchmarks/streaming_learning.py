@@ -47,9 +47,10 @@ def _one_run(job: tuple[str, str, int, int, str, dict]) -> dict[str, Any]:
     return train(env, agent, steps, seed, d, resume=resume, options=options)
 
 
-def random_return(env_name: str, episodes: int, seed: int) -> float:
-    """Mean return of uniform random play over ``episodes`` seeded episodes (the normalisation floor)."""
-    env = make_arcade_env(env_name)
+def random_return(env_name: str, episodes: int, seed: int, env_options: dict[str, Any] | None = None) -> float:
+    """Mean return of uniform random play over ``episodes`` seeded episodes (the normalisation floor), on the env
+    built with the runs' own ``env_options`` (e.g. ``fire_reset`` changes what random play scores)."""
+    env = make_arcade_env(env_name, env_options)
     rng = np.random.default_rng(seed)
     total = []
     for ep in range(episodes):
@@ -158,14 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         agents = [a for a in args.agents.split(",") if a]
         seeds = [int(s) for s in args.seeds.split(",") if s]
         from sim_benchmarks.options import parse_options
+        from sim_benchmarks.streaming_training import env_options
         from sim_benchmarks.suites.arcade import AGENTS
 
         bad = [a for a in agents if a not in AGENTS]
         if bad:
             raise ConfigError(f"unknown agent {bad[0]!r}; valid: {', '.join(AGENTS)}")
         options = parse_options(args.option, "--option")
-        for e in envs:
-            make_arcade_env(e).close()  # validates the names before hours of compute
+        for e in envs:  # validates names and env options before hours of compute
+            make_arcade_env(e, env_options(options)).close()
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -180,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     scores: dict[str, dict[str, list[float]]] = {}
     for (e, a, _, _, _, _), s in zip(jobs, summaries, strict=True):
         scores.setdefault(a, {}).setdefault(e, []).append(float(s["return_last100"] or 0.0))
-    randoms = {e: random_return(e, args.random_episodes, seed=0) for e in envs}
+    randoms = {e: random_return(e, args.random_episodes, seed=0, env_options=env_options(options)) for e in envs}
     table = aggregate(scores, randoms)
     header = (f"Streaming RL on {args.suite}: {len(seeds)} seeds ({', '.join(map(str, seeds))}) × {args.steps:,} "
               f"env steps per run; score = mean return of the last 100 episodes; IQM [95 % CI].")

@@ -30,6 +30,11 @@ RUN_OPTIONS = {"checkpoint_every": 50_000}
 CHECKPOINT = "checkpoint.pt"
 
 
+def env_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``env.``-prefixed run options, prefix stripped: the keyword options of the arcade env."""
+    return {k[4:]: v for k, v in options.items() if k.startswith("env.")}
+
+
 def build_config(agent: str, suite: str, steps: int, options: Mapping[str, Any]) -> Any:
     """The agent's config dataclass with ``options`` applied (unknown keys → ConfigError listing valid ones)."""
     _, cfg_cls = LEARNERS[agent]
@@ -93,7 +98,7 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
     if agent not in LEARNERS:
         raise choice_error("streaming agent", agent, list(LEARNERS))
     suite, _ = split_name(env)
-    env_opts = {k[4:]: v for k, v in options.items() if k.startswith("env.")}
+    env_opts = env_options(options)
     every = int(options.get("checkpoint_every", RUN_OPTIONS["checkpoint_every"]))
     if every < 1:
         raise ConfigError(f"checkpoint_every must be a positive integer, got {every}")

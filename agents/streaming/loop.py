@@ -1,5 +1,8 @@
 """The streaming training loop: one env, one learner, one transition at a time; resumable at episode ends.
 
+A step whose ``info["life_loss"]`` is true is passed to the learner as terminal while the game (and the episode
+being reported) continues.
+
 Every episode's reset seed is derived from (run seed, episode index), so a run restored from a checkpoint taken
 at an episode boundary (learner state + RNG + counters) continues exactly as the uninterrupted run would have.
 """
@@ -45,8 +48,10 @@ class StreamingLoop:
         ep_return, ep_len = 0.0, 0
         while c.step < total_steps:
             action = self.learner.act(obs)
-            next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            self.learner.observe(obs, action, float(reward), next_obs, terminated, truncated)
+            next_obs, reward, terminated, truncated, info = self.env.step(action)
+            # a lost life (Atari ``episodic_life``) ends the learner's episode but not the game
+            learn_terminal = bool(terminated) or bool(info.get("life_loss", False))
+            self.learner.observe(obs, action, float(reward), next_obs, learn_terminal, truncated)
             c.step += 1
             ep_return += float(reward)
             ep_len += 1

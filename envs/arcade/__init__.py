@@ -9,6 +9,7 @@ object channel); Octax (4, 32, 64) 0/1 (the last 4 CHIP-8 frames of one agent st
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,17 +64,18 @@ def env_names() -> list[str]:
 
 
 def make_arcade_env(name: str, options: Mapping[str, Any] | None = None) -> gym.Env:
-    """Build the env named ``suite:game`` with suite-specific ``options`` (see each suite's ``make_*_env``)."""
+    """Build the env named ``suite:game`` with suite-specific ``options`` (see each suite's ``make_*_env``);
+    an option the suite does not take raises ConfigError naming the valid ones."""
     suite, game = split_name(name)
-    opts = dict(options or {})
     if suite == "minatar":
-        from envs.arcade.minatar import make_minatar_env
-
-        return make_minatar_env(game, **opts)
-    if suite == "atari":
-        from envs.arcade.atari import make_atari_env
-
-        return make_atari_env(game, **opts)
-    from envs.arcade.octax import make_octax_env
-
-    return make_octax_env(game, **opts)
+        from envs.arcade.minatar import make_minatar_env as make
+    elif suite == "atari":
+        from envs.arcade.atari import make_atari_env as make
+    else:
+        from envs.arcade.octax import make_octax_env as make
+    opts = dict(options or {})
+    valid = [p for p in inspect.signature(make).parameters if p != "game"]
+    for key in opts:
+        if key not in valid:
+            raise choice_error(f"{suite} env option", key, valid)
+    return make(game, **opts)

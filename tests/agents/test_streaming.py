@@ -250,3 +250,24 @@ def test_stream_q_learns_minatar_breakout_in_20k_steps(tmp_path):
     # random play scores ≈ 0.5 per episode; measured 2.47 for this seed (`launch.train ... --seed 0`, 25 s)
     s = train("minatar:breakout", "stream_q", 20_000, 0, tmp_path)
     assert s["return_last100"] >= 1.5
+
+
+def test_loop_passes_a_lost_life_to_the_learner_as_terminal_but_keeps_the_episode():
+    from agents.streaming.loop import StreamingLoop
+
+    class Recorder:  # records what the loop tells the learner
+        def __init__(self):
+            self.terminals = []
+
+        def act(self, obs):
+            return 0
+
+        def observe(self, obs, action, reward, next_obs, terminated, truncated):
+            self.terminals.append(terminated)
+
+    env = make_arcade_env("atari:Breakout", {"episodic_life": True, "fire_reset": True})
+    learner, episodes = Recorder(), []
+    StreamingLoop(env, learner, seed=0).run(2000, episodes.append)
+    first = episodes[0]
+    # five lives, one reported episode: four flagged losses plus the game over reach the learner as terminal
+    assert sum(learner.terminals[: first["length"]]) == 5 and learner.terminals[first["length"] - 1]

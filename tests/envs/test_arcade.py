@@ -100,6 +100,43 @@ def test_atari_options_and_names():
     assert "minatar:space_invaders" in names and "atari:Pong" in names and "octax:brix" in names
 
 
+def test_atari_episodic_life_flags_lost_lives_and_the_game_goes_on():
+    # Stream-x semantics: a lost life is flagged (the learner treats it as terminal) but the game is not restarted,
+    # so an episode is a whole game; fire_reset launches the ball after reset and after every lost life.
+    env = make_arcade_env("atari:Breakout", {"episodic_life": True, "fire_reset": True})
+    env.reset(seed=0)
+    ale = env.unwrapped.ale
+    assert ale.lives() == 5
+    rng = np.random.default_rng(0)
+    losses, lives_seen = 0, [5]
+    for _ in range(3000):
+        _, _, terminated, truncated, info = env.step(int(rng.integers(4)))
+        losses += info["life_loss"]
+        if info["life_loss"]:
+            assert ale.lives() == lives_seen[-1] - 1 and not terminated
+            lives_seen.append(ale.lives())
+        if terminated or truncated:
+            break
+    assert terminated and losses == 4 and ale.lives() == 0  # the fifth loss ends the game (terminated, no flag)
+    plain = make_arcade_env("atari:Breakout")
+    plain.reset(seed=0)
+    assert "life_loss" not in plain.step(0)[4]
+
+
+def test_atari_fire_reset_launches_the_ball():
+    # Breakout never ends while the agent only takes NOOP unless FIRE is pressed for it
+    def noop_steps_to_first_loss(opts):
+        env = make_arcade_env("atari:Breakout", {**opts, "max_episode_steps": 400})
+        env.reset(seed=0)
+        for t in range(400):
+            if env.step(0)[4]["lives"] < 5:
+                return t
+        return None
+
+    assert noop_steps_to_first_loss({}) is None
+    assert noop_steps_to_first_loss({"fire_reset": True}) is not None
+
+
 def test_atari_grayscale_base_env_matches_the_standard_rgb_pipeline():
     # make_atari_env builds the ALE env with obs_type="grayscale" (cheaper); the observations must be exactly those
     # of AtariPreprocessing over the default RGB env.
@@ -138,3 +175,5 @@ def test_split_name_and_bad_options():
     assert split_name("octax:space_flight3") == ("octax", "space_flight3")
     with pytest.raises(ConfigError, match="sticky_action_prob"):
         make_arcade_env("minatar:breakout", {"sticky_action_prob": 2.0})
+    with pytest.raises(ConfigError, match="unknown atari env option 'lives'; valid: sticky_actions, episodic_life"):
+        make_arcade_env("atari:Breakout", {"lives": 3})
