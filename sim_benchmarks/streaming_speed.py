@@ -7,7 +7,8 @@ A "step" is one full agent step: ``act`` + ``env.step`` + ``observe`` (the updat
 value (exploration_fraction=0) so Stream Q and SPR run their steady-state path: almost every step is greedy and
 SPR updates on nearly all of them. ``--baseline`` also times a textbook autograd Stream Q(λ) (nn.Module
 forward, ``autograd.grad``, a per-tensor Python loop for traces and ObGD, as in the Stream-x reference code)
-side by side, so the speed-up is a ratio measured in the same run on the same (shared, noisy) machine.
+side by side, so the speed-up is a ratio measured in the same run on the same (shared, noisy) machine; ``--numba``
+also times the compiled MinAtar network (``backend=numba``) next to the torch path.
 Writes ``speed.json`` and prints a table.
 """
 
@@ -69,21 +70,27 @@ class AutogradStreamQ:
                     z.zero_()
 
 
-def _make(agent: str, env_name: str, env: Any) -> Any:
+NUMBA_AGENTS = ("stream_q", "stream_spr")  # agents whose config takes backend="numba" (SPR: its Q part)
+
+
+def _make(agent: str, env_name: str, env: Any, backend: str = "torch") -> Any:
     if agent == "autograd_stream_q":
         suite, _ = split_name(env_name)
         return AutogradStreamQ(suite, env.observation_space.shape, int(env.action_space.n))
     from sim_benchmarks.streaming_training import build_config, make_learner
 
     suite, _ = split_name(env_name)
-    options = {} if agent == "stream_ac" else {"exploration_fraction": 0.0}
+    options: dict[str, Any] = {} if agent == "stream_ac" else {"exploration_fraction": 0.0}
+    if backend != "torch":
+        options["backend"] = backend
     return make_learner(env_name, agent, env, build_config(agent, suite, 10**9, options), seed=0)
 
 
-def measure(agent: str, env_name: str, steps: int, warmup: int, repeats: int) -> dict[str, Any]:
+def measure(agent: str, env_name: str, steps: int, warmup: int, repeats: int, backend: str = "torch"
+            ) -> dict[str, Any]:
     """Median agent steps/s over ``repeats`` timed blocks of ``steps`` steps after ``warmup`` untimed ones."""
     env = make_arcade_env(env_name)
-    learner = _make(agent, env_name, env)
+    learner = _make(agent, env_name, env, backend)
     obs, _ = env.reset(seed=0)
 
     def block(n: int) -> float:
@@ -98,8 +105,8 @@ def measure(agent: str, env_name: str, steps: int, warmup: int, repeats: int) ->
 
     block(warmup)
     rates = [block(steps) for _ in range(repeats)]
-    row = {"agent": agent, "env": env_name, "steps_per_second": statistics.median(rates), "repeats": rates,
-           "steps": steps}
+    row = {"agent": agent, "backend": backend, "env": env_name, "steps_per_second": statistics.median(rates),
+           "repeats": rates, "steps": steps}
     if hasattr(learner, "spr_updates"):
         row["spr_updates"] = learner.spr_updates
     env.close()
@@ -114,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--baseline", action="store_true", help="also time the unfused autograd Stream Q(λ)")
+    p.add_argument("--numba", action="store_true",
+                   help="also time agents with a compiled-network backend (backend=numba) on MinAtar")
     p.add_argument("--out", type=Path, default=Path("runs/streaming_speed"))
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -121,18 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for env_name in [e for e in args.envs.split(",") if e]:
         n = args.steps if env_name.startswith("minatar") else max(args.steps // 4, 50)
-        for agent in agents:
-            row = measure(agent, env_name, n, args.warmup, args.repeats)
+        runs = [(a, "torch") for a in agents]
+        if args.numba and env_name.startswith("minatar"):
+            runs += [(a, "numba") for a in agents if a in NUMBA_AGENTS]
+        for agent, backend in runs:
+            row = measure(agent, env_name, n, args.warmup, args.repeats, backend)
             rows.append(row)
-            print(f"{env_name:22s} {agent:20s} {row['steps_per_second']:8.0f} steps/s  "
+            label = agent if backend == "torch" else f"{agent} ({backend})"
+            print(f"{env_name:22s} {label:20s} {row['steps_per_second']:8.0f} steps/s  "
                   f"(repeats: {', '.join(f'{r:.0f}' for r in row['repeats'])})", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out / "speed.json", {
         "rows": rows, "torch": torch.__version__, "threads": torch.get_num_threads(),
         "loadavg_at_end": os.getloadavg(), "cpus": os.cpu_count()})
-    print("\n| env | agent | steps/s (median) |\n|---|---|---|")
+    print("\n| env | agent | backend | steps/s (median) |\n|---|---|---|---|")
     for r in rows:
-        print(f"| {r['env']} | {r['agent']} | {r['steps_per_second']:.0f} |")
+        print(f"| {r['env']} | {r['agent']} | {r['backend']} | {r['steps_per_second']:.0f} |")
     return 0
 
 

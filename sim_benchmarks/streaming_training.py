@@ -116,8 +116,13 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
         except Exception as exc:  # a truncated or foreign file
             raise ConfigError(f"cannot read checkpoint {str(ckpt_path)!r}: {type(exc).__name__}") from exc
         saved = dict(state.get("identity", {}))
-        saved.get("config", {}).pop("total_steps", None)
+        saved_cfg = saved.setdefault("config", {})
+        saved_cfg.pop("total_steps", None)
         current = {**identity, "config": {k: v for k, v in identity["config"].items() if k != "total_steps"}}
+        for field in dataclasses.fields(config):  # a config field added after the checkpoint, left at its default
+            if field.name in current["config"] and field.name not in saved_cfg and \
+                    current["config"][field.name] == field.default:
+                saved_cfg[field.name] = field.default
         if saved != current:
             raise ConfigError(f"checkpoint {str(ckpt_path)!r} is from another run ({saved.get('env')}, "
                               f"{saved.get('agent')}, seed {saved.get('seed')}); use another --out")

@@ -22,6 +22,7 @@ from policies.streaming.networks import (
     fused_forward,
     param_views,
 )
+from policies.streaming.numba_net import compiled_network
 from policies.streaming.obgd import AdaptiveObGD, ObGD
 
 
@@ -39,6 +40,9 @@ class StreamQConfig:
     exploration_fraction: float = 0.2  # ε decays over this fraction of total_steps (Atari uses 0.05)
     total_steps: int = 5_000_000
     adaptive: bool = False  # AdaptiveObGD instead of ObGD
+    # "numba": the compiled MinAtar network (policies.streaming.numba_net); same maths, float32-rounding-level
+    # differences from the torch path, so a run is reproducible within one backend
+    backend: str = "torch"
 
 
 class StreamQ:
@@ -53,6 +57,8 @@ class StreamQ:
         self.flat = flatten_parameters_(self.q)  # every weight is a view into this one vector
         self.grad = torch.zeros_like(self.flat)
         self.grad_views = param_views(self.grad, self.q)
+        self.fast = compiled_network(cfg.backend, suite, self.q, self.obs_shape)
+        self._grad_np = [v.numpy() for v in self.grad_views]
         self._onehot = torch.eye(self.n_actions).unsqueeze(1)  # [a] is the cotangent selecting Q(s, a)
         opt_cls = AdaptiveObGD if cfg.adaptive else ObGD
         self.opt = opt_cls(self.flat, lr=cfg.lr, gamma=cfg.gamma, lam=cfg.lam, kappa=cfg.kappa)
@@ -69,7 +75,10 @@ class StreamQ:
 
     def _q_values(self, s: torch.Tensor) -> torch.Tensor:
         if self.pipe.outputs is None:
-            self.pipe.outputs = fused_forward(self.q, s.unsqueeze(0))[0]
+            if self.fast is not None:
+                self.pipe.outputs = torch.from_numpy(self.fast.forward(s.numpy()[None])[0])
+            else:
+                self.pipe.outputs = fused_forward(self.q, s.unsqueeze(0))[0]
         return self.pipe.outputs
 
     def act(self, obs: np.ndarray) -> int:
@@ -89,12 +98,15 @@ class StreamQ:
     def _td_update(self, s: torch.Tensor, a: int, r_scaled: float, s_next: torch.Tensor, terminated: bool
                    ) -> tuple[float, torch.Tensor]:
         """One Q(λ) step; returns (δ, Q(s') computed before the update)."""
-        cache = ForwardCache()
-        q = fused_forward(self.q, torch.stack((s, s_next)), cache)  # one pass for Q(s, ·) and Q(s', ·)
+        if self.fast is not None:
+            q = torch.from_numpy(self.fast.forward(np.stack((s.numpy(), s_next.numpy()))))
+            self.fast.backward(self._onehot[a, 0].numpy(), self._grad_np)  # ∇θ Q(s, a) into self.grad
+        else:
+            cache = ForwardCache()
+            q = fused_forward(self.q, torch.stack((s, s_next)), cache)  # one pass for Q(s, ·) and Q(s', ·)
+            fused_backward(cache, self._onehot[a], self.grad_views)  # ∇θ Q(s, a) into self.grad
         q_sa = float(q[0, a])
         q_next = q[1]
-        # ∇θ Q(s, a) into self.grad
-        fused_backward(cache, self._onehot[a], self.grad_views)
         target = r_scaled + (0.0 if terminated else self.config.gamma * float(q_next.max()))
         delta = target - q_sa
         self.opt.accumulate(self.grad)
