@@ -70,7 +70,7 @@ class AutogradStreamQ:
                     z.zero_()
 
 
-NUMBA_AGENTS = ("stream_q", "stream_spr")  # agents whose config takes backend="numba" (SPR: its Q part)
+NUMBA_AGENTS = ("stream_q", "stream_ac", "stream_spr")  # configs taking backend="numba" (SPR: its Q part)
 
 
 def _make(agent: str, env_name: str, env: Any, backend: str = "torch") -> Any:

@@ -21,6 +21,7 @@ from policies.streaming.networks import (
     fused_forward,
     param_views,
 )
+from policies.streaming.numba_net import compiled_network
 from policies.streaming.obgd import AdaptiveObGD, ObGD
 
 
@@ -37,6 +38,7 @@ class StreamACConfig:
     sparsity: float = 0.9
     total_steps: int = 5_000_000  # unused by AC itself; kept so every learner accepts the run length
     adaptive: bool = False
+    backend: str = "torch"  # "numba": the compiled MinAtar network for actor and critic (see StreamQConfig)
 
 
 class _FlatNet:
@@ -48,15 +50,24 @@ class _FlatNet:
         self.flat = flatten_parameters_(self.net)
         self.grad = torch.zeros_like(self.flat)
         self.views = param_views(self.grad, self.net)
+        self.fast = compiled_network(cfg.backend, suite, self.net, obs_shape)
+        self._grad_np = [v.numpy() for v in self.views]
         opt_cls = AdaptiveObGD if cfg.adaptive else ObGD
         self.opt = opt_cls(self.flat, lr=cfg.lr, gamma=cfg.gamma, lam=cfg.lam, kappa=kappa)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ForwardCache]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ForwardCache | None]:
+        """Outputs for the batch ``x`` and what ``backward`` needs (None on the compiled path, which keeps it)."""
+        if self.fast is not None:
+            return torch.from_numpy(self.fast.forward(x.numpy())), None
         cache = ForwardCache()
         return fused_forward(self.net, x, cache), cache
 
-    def backward(self, cache: ForwardCache, cotangent: torch.Tensor) -> None:
-        fused_backward(cache, cotangent, self.views)
+    def backward(self, cache: ForwardCache | None, cotangent: torch.Tensor) -> None:
+        """∇θ ⟨cotangent, output[0]⟩ into ``self.grad``."""
+        if self.fast is not None:
+            self.fast.backward(cotangent.numpy().reshape(-1), self._grad_np)
+        else:
+            fused_backward(cache, cotangent, self.views)
 
 
 def policy_objective_cotangent(logits: torch.Tensor, action: int, coef: float) -> torch.Tensor:
@@ -88,7 +99,7 @@ class StreamAC:
         """Sample an action from the current policy (logits at s' are reused from the last update's forward)."""
         s, _ = self.pipe.get(obs)
         if self.pipe.outputs is None:
-            self.pipe.outputs = fused_forward(self.actor.net, s.unsqueeze(0))[0]
+            self.pipe.outputs = self.actor.forward(s.unsqueeze(0))[0][0]
         probs = torch.softmax(self.pipe.outputs.double(), -1).numpy()
         a = int(np.searchsorted(np.cumsum(probs), self.rng.random() * probs.sum(), side="right"))
         return min(a, self.n_actions - 1)

@@ -184,7 +184,8 @@ def test_bad_options_raise_config_error():
 
 
 @pytest.mark.parametrize("agent, extra", [("stream_q", {}), ("stream_ac", {}), ("stream_spr", {}),
-                                          ("stream_q", {"backend": "numba"}), ("stream_spr", {"backend": "numba"})])
+                                          ("stream_q", {"backend": "numba"}), ("stream_ac", {"backend": "numba"}),
+                                          ("stream_spr", {"backend": "numba"})])
 def test_same_seed_gives_bit_identical_metrics_and_resume_continues_exactly(agent, extra, tmp_path):
     opts = {"checkpoint_every": 150, **extra}
     a = train("minatar:breakout", agent, 500, 5, tmp_path / "a", options=opts)
@@ -284,8 +285,23 @@ def test_numba_backend_gives_the_torch_gradient_inside_stream_q():
     torch.testing.assert_close(fast_q.grad, torch_q.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(fast_q.flat, torch_q.flat, rtol=1e-4, atol=1e-6)
     with pytest.raises(ConfigError, match="MinAtar network only"):
-        build_and_make = make_arcade_env("atari:Breakout")
-        StreamQ("atari", build_and_make.observation_space.shape, 4, StreamQConfig(backend="numba"))
+        StreamQ("atari", (4, 84, 84), 4, StreamQConfig(backend="numba"))
+
+
+def test_numba_backend_gives_the_torch_gradients_inside_stream_ac():
+    env = _env()
+    shape, n = env.observation_space.shape, env.action_space.n
+    ref, fast = StreamAC("minatar", shape, n, StreamACConfig(), seed=3), \
+        StreamAC("minatar", shape, n, StreamACConfig(backend="numba"), seed=3)
+    obs, _ = env.reset(seed=0)
+    a = fast.act(obs)
+    assert ref.act(obs) == a
+    nxt, r, term, trunc, _ = env.step(a)
+    ref.observe(obs, a, float(r), nxt, term, trunc)
+    fast.observe(obs, a, float(r), nxt, term, trunc)
+    for part in ("actor", "critic"):
+        torch.testing.assert_close(getattr(fast, part).grad, getattr(ref, part).grad, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(getattr(fast, part).flat, getattr(ref, part).flat, rtol=1e-4, atol=1e-6)
 
 
 def test_loop_passes_a_lost_life_to_the_learner_as_terminal_but_keeps_the_episode():
