@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     randoms = {e: random_return(e, args.random_episodes, seed=0, env_options=env_options(options)) for e in envs}
     table = aggregate(scores, randoms)
     header = (f"Streaming RL on {args.suite}: {len(seeds)} seeds ({', '.join(map(str, seeds))}) × {args.steps:,} "
-              f"env steps per run; score = mean return of the last 100 episodes; IQM [95 % CI].")
+              f"env steps per run; score = mean return of the last 100 episodes; IQM [95 % CI]; normalised score = "
+              f"(score − random) / (best run − random) per game, so 0 is random play and 1 the best run.")
     md = render_markdown(table, randoms, header)
     (args.out / "leaderboard.md").write_text(md)
     write_json_atomic(args.out / "results.json", {
