@@ -101,24 +101,23 @@ def _lrelu_ln_backward(da, y, rstd, slope):  # d(LN∘LReLU input) from d(LReLU 
 
 
 @numba.njit(cache=True, fastmath=_FAST)
-def _backward(cols, row, g, w1, w2, slope, y1, r1, a1, y2, r2, a2, gwc, gbc, gw1, gb1, gw2, gb2):
-    n_out, n_hidden = w2.shape
-    da2 = np.zeros(n_hidden, dtype=np.float32)
-    for j in range(n_out):
+def _linear_backward(g, a, w, gw, gb, da):  # y = W a + b: gW = g aᵀ, gb = g, da = Wᵀ g (da zeroed here)
+    da[:] = 0.0
+    for j in range(w.shape[0]):
         gj = g[j]
-        gb2[j] = gj
-        for h in range(n_hidden):
-            gw2[j, h] = gj * a2[row, h]
-            da2[h] += w2[j, h] * gj
+        gb[j] = gj
+        for h in range(w.shape[1]):
+            gw[j, h] = gj * a[h]
+            da[h] += w[j, h] * gj
+
+
+@numba.njit(cache=True, fastmath=_FAST)
+def _backward(cols, row, g, w1, w2, slope, y1, r1, a1, y2, r2, a2, gwc, gbc, gw1, gb1, gw2, gb2):
+    da2 = np.empty(w2.shape[1], dtype=np.float32)
+    _linear_backward(g, a2[row], w2, gw2, gb2, da2)
     _lrelu_ln_backward(da2, y2[row], r2[row], slope)
-    n_latent = w1.shape[1]
-    da1 = np.zeros(n_latent, dtype=np.float32)
-    for h in range(n_hidden):
-        dh = da2[h]
-        gb1[h] = dh
-        for d in range(n_latent):
-            gw1[h, d] = dh * a1[row, d]
-            da1[d] += w1[h, d] * dh
+    da1 = np.empty(w1.shape[1], dtype=np.float32)
+    _linear_backward(da2, a1[row], w1, gw1, gb1, da1)
     _lrelu_ln_backward(da1, y1[row], r1[row], slope)
     n_conv, n_patch = gwc.shape
     n_pos = cols.shape[1]

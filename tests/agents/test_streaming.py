@@ -270,38 +270,24 @@ def test_stream_q_with_the_compiled_network_learns_minatar_breakout_too(tmp_path
     assert s["return_last100"] >= 1.5 and s["config"]["backend"] == "numba"
 
 
-def test_numba_backend_gives_the_torch_gradient_inside_stream_q():
-    env = _env()
-    torch_q = StreamQ("minatar", env.observation_space.shape, env.action_space.n, StreamQConfig(), seed=3)
-    fast_q = StreamQ("minatar", env.observation_space.shape, env.action_space.n, StreamQConfig(backend="numba"),
-                     seed=3)
-    assert torch.equal(torch_q.flat, fast_q.flat)  # same initial weights
-    obs, _ = env.reset(seed=0)
-    a = fast_q.act(obs)
-    assert torch_q.act(obs) == a
-    nxt, r, term, trunc, _ = env.step(a)
-    torch_q.observe(obs, a, float(r), nxt, term, trunc)
-    fast_q.observe(obs, a, float(r), nxt, term, trunc)
-    torch.testing.assert_close(fast_q.grad, torch_q.grad, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(fast_q.flat, torch_q.flat, rtol=1e-4, atol=1e-6)
-    with pytest.raises(ConfigError, match="MinAtar network only"):
-        StreamQ("atari", (4, 84, 84), 4, StreamQConfig(backend="numba"))
-
-
-def test_numba_backend_gives_the_torch_gradients_inside_stream_ac():
+@pytest.mark.parametrize("cls, cfg_cls, parts", [(StreamQ, StreamQConfig, [None]),
+                                                 (StreamAC, StreamACConfig, ["actor", "critic"])])
+def test_numba_backend_gives_the_torch_gradients(cls, cfg_cls, parts):
     env = _env()
     shape, n = env.observation_space.shape, env.action_space.n
-    ref, fast = StreamAC("minatar", shape, n, StreamACConfig(), seed=3), \
-        StreamAC("minatar", shape, n, StreamACConfig(backend="numba"), seed=3)
+    ref, fast = cls("minatar", shape, n, cfg_cls(), seed=3), cls("minatar", shape, n, cfg_cls(backend="numba"), seed=3)
     obs, _ = env.reset(seed=0)
     a = fast.act(obs)
-    assert ref.act(obs) == a
+    assert ref.act(obs) == a  # same initial weights and action stream
     nxt, r, term, trunc, _ = env.step(a)
     ref.observe(obs, a, float(r), nxt, term, trunc)
     fast.observe(obs, a, float(r), nxt, term, trunc)
-    for part in ("actor", "critic"):
-        torch.testing.assert_close(getattr(fast, part).grad, getattr(ref, part).grad, rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(getattr(fast, part).flat, getattr(ref, part).flat, rtol=1e-4, atol=1e-6)
+    for part in parts:
+        f, g = (fast, ref) if part is None else (getattr(fast, part), getattr(ref, part))
+        torch.testing.assert_close(f.grad, g.grad, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(f.flat, g.flat, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ConfigError, match="MinAtar network only"):
+        cls("atari", (4, 84, 84), 4, cfg_cls(backend="numba"))
 
 
 def test_loop_passes_a_lost_life_to_the_learner_as_terminal_but_keeps_the_episode():
