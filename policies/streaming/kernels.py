@@ -15,10 +15,10 @@ import numba
 import numpy as np
 
 # ``reassoc`` lets LLVM vectorise the reductions; no ``contract``, so a*b + c is rounded as written (no FMA).
-_FAST = {"reassoc", "nsz"}
+FASTMATH = {"reassoc", "nsz"}
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def decay_add_l1_(z: np.ndarray, g: np.ndarray, decay: float) -> float:
     """z ← decay·z + g in place; returns ‖z‖₁ of the result (the eligibility-trace update of ObGD).
 
@@ -35,7 +35,7 @@ def decay_add_l1_(z: np.ndarray, g: np.ndarray, decay: float) -> float:
     return total
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def l1_norm(z: np.ndarray) -> float:
     """‖z‖₁ (float64 accumulation)."""
     total = 0.0
@@ -44,7 +44,7 @@ def l1_norm(z: np.ndarray) -> float:
     return total
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def momentum_project_(g: np.ndarray, c: np.ndarray, beta: float, eps: float, out: np.ndarray) -> None:
     """out = g − (⟨g,c⟩/(‖c‖²+ε)) c, then c ← β c + (1−β) out in place (two passes)."""
     if c.size != g.size or out.size != g.size:

@@ -16,12 +16,12 @@ import numpy as np
 from torch import nn
 
 from envs.errors import ConfigError, choice_error
-from policies.streaming.kernels import _FAST
+from policies.streaming.kernels import FASTMATH
 
 BACKENDS = ("torch", "numba")
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def _layer_norm_lrelu(v, y, a, slope, eps):  # over the whole row; returns rstd
     n = v.size
     mean = 0.0
@@ -40,7 +40,7 @@ def _layer_norm_lrelu(v, y, a, slope, eps):  # over the whole row; returns rstd
     return rstd
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def _im2col(x, k, stride, cols):  # cols[r, p*wo+q, (c*k+i)*k+j] = x[r, c, p*stride+i, q*stride+j]
     n_rows, n_in, height, width = x.shape
     ho = (height - k) // stride + 1
@@ -55,7 +55,7 @@ def _im2col(x, k, stride, cols):  # cols[r, p*wo+q, (c*k+i)*k+j] = x[r, c, p*str
                             cols[r, pq, (c * k + i) * k + j] = x[r, c, p * stride + i, q * stride + j]
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def _forward(cols, wc, bc, w1, b1, w2, b2, slope, eps, y1, r1, a1, y2, r2, a2, out):
     # cols: (rows, positions, C·k·k) patches; wc: (conv channels, C·k·k); conv output is channel-major (C', H', W')
     n_rows, n_pos, n_patch = cols.shape
@@ -83,7 +83,7 @@ def _forward(cols, wc, bc, w1, b1, w2, b2, slope, eps, y1, r1, a1, y2, r2, a2, o
             out[r, j] = acc + b2[j]
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def _lrelu_ln_backward(da, y, rstd, slope):  # d(LN∘LReLU input) from d(LReLU output); in place on da
     n = da.size
     for i in range(n):
@@ -100,7 +100,7 @@ def _lrelu_ln_backward(da, y, rstd, slope):  # d(LN∘LReLU input) from d(LReLU 
         da[i] = np.float32(rstd * (da[i] - mean_d - y[i] * mean_dy))
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def _linear_backward(g, a, w, gw, gb, da):  # y = W a + b: gW = g aᵀ, gb = g, da = Wᵀ g (da zeroed here)
     da[:] = 0.0
     for j in range(w.shape[0]):
@@ -111,7 +111,7 @@ def _linear_backward(g, a, w, gw, gb, da):  # y = W a + b: gW = g aᵀ, gb = g, 
             da[h] += w[j, h] * gj
 
 
-@numba.njit(cache=True, fastmath=_FAST)
+@numba.njit(cache=True, fastmath=FASTMATH)
 def _backward(cols, row, g, w1, w2, slope, y1, r1, a1, y2, r2, a2, gwc, gbc, gw1, gb1, gw2, gb2):
     da2 = np.empty(w2.shape[1], dtype=np.float32)
     _linear_backward(g, a2[row], w2, gw2, gb2, da2)
@@ -171,7 +171,6 @@ class NumbaNetwork:
         self.a2 = np.zeros_like(self.y2)
         self.r2 = np.zeros(max_rows, np.float64)
         self._rows = 0
-
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Outputs (rows, n_out) float32 for float32 input (rows, C, H, W), rows ≤ ``max_rows``."""
