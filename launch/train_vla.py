@@ -208,7 +208,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--noise", type=float, default=0.01, help="DART noise std on executed xyz deltas (metres)")
-    p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated or funnel")
+    p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated, funnel or coarse")
     p.add_argument("--tasks", default=",".join(GENERIC_TASKS), help="comma-separated generic tasks")
     p.add_argument("--backbone", default="cnn",
                    help=f"vision: {' or '.join(BACKBONES)} (cnn: a small CNN trained from scratch with the head)")

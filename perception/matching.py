@@ -87,8 +87,39 @@ def load_reference_images(refs: Any) -> list[np.ndarray | dict]:
     return out
 
 
-def reference_mask(image: np.ndarray) -> np.ndarray:
-    """The object in a reference photo on a plain background: the largest colour proposal (else everything)."""
+def reference_mask(image: np.ndarray, min_dist: float = 8.0) -> np.ndarray:
+    """The object in a reference photo on a plain background: everything that differs from the border colour.
+
+    The background colour is the median of the image border; a pixel is object when its Lab distance to it (full
+    lightness weight: a white object on a light backdrop differs mostly in lightness) exceeds ``min_dist`` or three
+    times the border's median deviation. The largest component that does not span the image (a strip of backdrop
+    edge does), holes filled, is kept. A patterned object (white body,
+    green letters) thus comes out whole; a colour-segment mask kept only its largest single-colour part. Falls
+    back to the largest colour proposal when that fails (nothing, or nearly everything, differs).
+    """
+    lab = cv2.cvtColor(np.ascontiguousarray(image, np.uint8), cv2.COLOR_RGB2LAB).astype(np.float32)
+    lab = cv2.GaussianBlur(lab, (3, 3), 0)
+    border = np.concatenate([lab[:3].reshape(-1, 3), lab[-3:].reshape(-1, 3), lab[:, :3].reshape(-1, 3),
+                             lab[:, -3:].reshape(-1, 3)])
+    background = np.median(border, axis=0)
+    spread = np.median(np.linalg.norm(border - background, axis=1))  # robust: a strip of another colour is not spread
+    fg = (np.linalg.norm(lab - background, axis=-1) > max(min_dist, 3.0 * spread)).astype(np.uint8)
+    fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+    fg = cv2.morphologyEx(fg, cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
+    h, w = fg.shape
+    x0, y0, bw, bh = (stats[1:, k] for k in (cv2.CC_STAT_LEFT, cv2.CC_STAT_TOP, cv2.CC_STAT_WIDTH,
+                                            cv2.CC_STAT_HEIGHT))
+    spans = ((x0 == 0) & (x0 + bw == w)) | ((y0 == 0) & (y0 + bh == h))
+    area = np.where(spans, -1, stats[1:, cv2.CC_STAT_AREA])
+    if n > 1 and area.max() > 0:
+        obj = (labels == 1 + int(np.argmax(area))).astype(np.uint8)
+        outside = obj.copy()
+        flood = np.zeros((obj.shape[0] + 2, obj.shape[1] + 2), np.uint8)
+        cv2.floodFill(outside, flood, (0, 0), 2)  # background reachable from the corner; the rest is object
+        mask = outside != 2
+        if 0.01 <= mask.mean() <= 0.95:
+            return mask
     cfg = ProposalConfig(min_area_frac=0.01, max_area_frac=0.95)
     masks = colour_proposals(image, cfg)
     if not masks:

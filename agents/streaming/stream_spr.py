@@ -20,7 +20,8 @@ from torch import nn
 
 from agents.streaming.stream_q import StreamQ, StreamQConfig
 from envs.errors import choice_error
-from policies.streaming.networks import HIDDEN, flatten_parameters_, mkldnn_enabled
+from policies.streaming.networks import HIDDEN, flatten_parameters_, init_module_, mkldnn_enabled
+from policies.streaming.numba_spr import NumbaSPRLoss
 from policies.streaming.spr import (
     Projection,
     TransitionModel,
@@ -66,8 +67,6 @@ class StreamSPR(StreamQ):
         self.transition = TransitionModel(latent, self.n_actions)
         self.projection = Projection(latent, dim)
         self.predictor = make_predictor(dim)
-        from policies.streaming.networks import init_module_
-
         for m in (self.transition, self.projection, self.predictor):
             init_module_(m, cfg.sparsity, gen)
         self.target_encoder = ema_copy(self.q.encoder)
@@ -81,6 +80,10 @@ class StreamSPR(StreamQ):
         self.momentum = [torch.zeros(self.n_enc)] + [torch.zeros_like(f) for f in self.head_flats]
         self._spr_params = list(self.q.encoder.parameters()) + [p for m in self.heads for p in m.parameters()]
         self._module_sizes = [len(list(m.parameters())) for m in [self.q.encoder, *self.heads]]
+        # backend "numba" (MinAtar only; StreamQ refuses other suites): the SPR loss's forward and reverse pass too
+        self.fast_spr = NumbaSPRLoss(self.q.encoder, self.transition, self.projection, self.predictor,
+                                     self.target_encoder, self.target_projection, latent) \
+            if self.fast is not None else None
         self._win_obs: deque[torch.Tensor] = deque(maxlen=cfg.k + 1)
         self._win_act: deque[int] = deque(maxlen=cfg.k)
         self.spr_updates = 0
@@ -124,6 +127,9 @@ class StreamSPR(StreamQ):
     def spr_gradients(self) -> tuple[float, list[torch.Tensor]]:
         """SPR loss on the current window and its flat gradients per module (encoder, transition, proj, pred)."""
         obs = torch.stack(list(self._win_obs))
+        if self.fast_spr is not None:
+            loss, flat = self.fast_spr.gradients(obs.numpy(), np.asarray(self._win_act))
+            return loss, [torch.from_numpy(f) for f in flat]
         actions = torch.tensor(list(self._win_act))
         with mkldnn_enabled(self.q.use_mkldnn):
             z = self.q.encoder(obs[:1])

@@ -22,7 +22,7 @@ BACKENDS = ("torch", "numba")
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
-def _layer_norm_lrelu(v, y, a, slope, eps):  # over the whole row; returns rstd
+def layer_norm_lrelu(v, y, a, slope, eps):  # over the whole row; returns rstd
     n = v.size
     mean = 0.0
     for i in range(n):
@@ -41,7 +41,7 @@ def _layer_norm_lrelu(v, y, a, slope, eps):  # over the whole row; returns rstd
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
-def _im2col(x, k, stride, cols):  # cols[r, p*wo+q, (c*k+i)*k+j] = x[r, c, p*stride+i, q*stride+j]
+def im2col(x, k, stride, cols):  # cols[r, p*wo+q, (c*k+i)*k+j] = x[r, c, p*stride+i, q*stride+j]
     n_rows, n_in, height, width = x.shape
     ho = (height - k) // stride + 1
     wo = (width - k) // stride + 1
@@ -69,13 +69,13 @@ def _forward(cols, wc, bc, w1, b1, w2, b2, slope, eps, y1, r1, a1, y2, r2, a2, o
                 for t in range(n_patch):  # contiguous in both: vectorised
                     acc += wc[o, t] * cols[r, pq, t]
                 conv[o * n_pos + pq] = acc + bc[o]
-        r1[r] = _layer_norm_lrelu(conv, y1[r], a1[r], slope, eps)
+        r1[r] = layer_norm_lrelu(conv, y1[r], a1[r], slope, eps)
         for h in range(w1.shape[0]):
             acc = np.float32(0.0)
             for d in range(w1.shape[1]):
                 acc += w1[h, d] * a1[r, d]
             hidden[h] = acc + b1[h]
-        r2[r] = _layer_norm_lrelu(hidden, y2[r], a2[r], slope, eps)
+        r2[r] = layer_norm_lrelu(hidden, y2[r], a2[r], slope, eps)
         for j in range(w2.shape[0]):
             acc = np.float32(0.0)
             for h in range(w2.shape[1]):
@@ -84,7 +84,7 @@ def _forward(cols, wc, bc, w1, b1, w2, b2, slope, eps, y1, r1, a1, y2, r2, a2, o
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
-def _lrelu_ln_backward(da, y, rstd, slope):  # d(LN∘LReLU input) from d(LReLU output); in place on da
+def lrelu_ln_backward(da, y, rstd, slope):  # d(LN∘LReLU input) from d(LReLU output); in place on da
     n = da.size
     for i in range(n):
         if not y[i] > 0:
@@ -115,10 +115,10 @@ def _linear_backward(g, a, w, gw, gb, da):  # y = W a + b: gW = g aᵀ, gb = g, 
 def _backward(cols, row, g, w1, w2, slope, y1, r1, a1, y2, r2, a2, gwc, gbc, gw1, gb1, gw2, gb2):
     da2 = np.empty(w2.shape[1], dtype=np.float32)
     _linear_backward(g, a2[row], w2, gw2, gb2, da2)
-    _lrelu_ln_backward(da2, y2[row], r2[row], slope)
+    lrelu_ln_backward(da2, y2[row], r2[row], slope)
     da1 = np.empty(w1.shape[1], dtype=np.float32)
     _linear_backward(da2, a1[row], w1, gw1, gb1, da1)
-    _lrelu_ln_backward(da1, y1[row], r1[row], slope)
+    lrelu_ln_backward(da1, y1[row], r1[row], slope)
     n_conv, n_patch = gwc.shape
     n_pos = cols.shape[1]
     for o in range(n_conv):
@@ -182,7 +182,7 @@ class NumbaNetwork:
         wc, bc, w1, b1, w2, b2 = self.params
         rows = x.shape[0]
         cols = self.cols[:rows]
-        _im2col(x, self.k, self.stride, cols)
+        im2col(x, self.k, self.stride, cols)
         out = np.empty((rows, self.n_out), np.float32)
         _forward(cols, wc, bc, w1, b1, w2, b2, self.slope, self.eps, self.y1, self.r1, self.a1, self.y2, self.r2,
                  self.a2, out)

@@ -12,7 +12,7 @@ from envs.errors import ConfigError
 from perception.candidate import box_of_mask, mask_iou
 from perception.category import drop_personal, parse_category
 from perception.detectors import OracleDetector, ProposalDetector, TransformersDetector, make_detector
-from perception.matching import InstanceMatcher, MatcherConfig, load_reference_images
+from perception.matching import InstanceMatcher, MatcherConfig, load_reference_images, reference_mask
 from perception.prompting import VisualPrompter, choose_colour, rewrite_instruction
 from perception.proposals import colour_proposals, depth_proposals
 from perception.synthetic import GRIPPER_ID, random_instances, reference_views, render_scene
@@ -111,6 +111,21 @@ def test_calibration_fit_separates_positives():
     y = np.concatenate(labels)
     assert p[y == 1].min() > p[y == 0].max() - 0.2
     assert p[y == 1].mean() > 0.5 > p[y == 0].mean()
+
+
+def test_reference_mask_keeps_a_patterned_object_whole():
+    # A white bottle with green letters on a light-grey backdrop, and a white strip of sky along the top edge: the
+    # mask must hold the white body (close to the backdrop in colour, apart in lightness), not only its green parts.
+    img = np.full((120, 120, 3), (176, 177, 176), np.uint8)
+    img[:4] = 255
+    yy, xx = np.mgrid[:120, :120]
+    body = (np.abs(xx - 60) <= 14) & (yy >= 30) & (yy <= 100)
+    img[body] = (235, 238, 236)
+    letters = body & ((yy // 8) % 2 == 0) & (np.abs(xx - 60) <= 8)
+    img[letters] = (30, 150, 40)
+    mask = reference_mask(img)
+    assert mask[body].mean() > 0.97  # the whole body, letters and white together
+    assert mask[~body].mean() < 0.03 and not mask[:4].any()  # neither the backdrop (bar a 1-px rim) nor the strip
 
 
 def test_reference_errors_are_config_errors(tmp_path):

@@ -68,3 +68,27 @@ def test_funnel_descent_solves_and_descends_while_still_aligning():
     with pytest.raises(ConfigError, match="zigzag"):
         ScriptedExpert(env, descent="zigzag")
     env.close()
+
+
+def test_coarse_descent_gates_at_2_5_cm_and_closes_only_within_1_cm():
+    env = make_env("fractal_pick", {"image_size": 48, "references": False})
+    for seed in (1, 2, 3):
+        expert = ScriptedExpert(env, descent="coarse", noise_std=0.01, seed=seed)
+        obs, info = env.reset(seed=seed)
+        expert.reset(obs["instruction"], {**info, "policy_seed": seed})
+        entry_offsets, close_offsets = [], []
+        for _ in range(45):
+            before = expert.phase
+            action = expert.act(obs)
+            ps = env.unwrapped.privileged_state()
+            d = float(np.linalg.norm(np.asarray(ps["ee_position"])[:2] - np.asarray(ps["target"]["position"])[:2]))
+            if before == "approach" and expert.phase != "approach":
+                entry_offsets.append(d)
+            if before == "descend" and expert.phase == "close":
+                close_offsets.append(d)
+            obs, _, terminated, truncated, step_info = env.step(action)
+            if terminated or truncated:
+                break
+        assert step_info["success"] and step_info["correct_object"], seed
+        assert entry_offsets and entry_offsets[0] < 0.025 and close_offsets and close_offsets[0] < 0.01
+    env.close()
