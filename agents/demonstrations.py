@@ -9,6 +9,11 @@ Each frame is passed through ``encode_frame`` (e.g. frozen vision features) as i
 need not be kept. Instructions are relabelled with every attribute description that singles the target out among
 its same-category distractors (colour only, pattern only, colour + pattern), so pattern words are grounded on their
 own rather than only through the colour they co-occur with.
+
+DAgger-style collection (``driver``): a trained generic-VLA checkpoint *executes* the approach and descent while the
+expert, running alongside on the privileged state, supplies the labels; the expert takes over once it would close
+the gripper. The data then covers the states the learned policy actually reaches (e.g. hovering 1–3 cm off the
+object), labelled with what the expert would do there.
 """
 
 from __future__ import annotations
@@ -39,6 +44,13 @@ class DemoConfig:
     keep_failed: bool = False
     relabel: bool = True
     descent: str = "gated"  # the expert's descent rule (see policies.scripted_expert.DESCENTS)
+    # DAgger: a generic-VLA checkpoint folder that executes the approach + descent ("" = the expert executes all);
+    # its sha256 is part of the config, so blocks of another checkpoint are never reused.
+    driver: str = ""
+    driver_sha256: str = ""
+
+
+DRIVER_INDEX_OFFSET = 1_000_000  # driven episodes get their own seeds and episode ids (never an expert demo's)
 
 
 @dataclass
@@ -109,12 +121,19 @@ def collect_demos(
     indices = range(cfg.episodes) if indices is None else indices
     envs: dict[str, Any] = {}
     demos = Demos()
+    driver = None
+    if cfg.driver:
+        from policies.vla.generic import GenericVLA  # torch + the checkpoint: only for driven collection
+
+        driver = GenericVLA.from_checkpoint(cfg.driver)
     try:
         for i in indices:
             task = cfg.tasks[i % len(cfg.tasks)]
             if task not in envs:
                 envs[task] = make_env(task, {"image_size": cfg.image_size, "split": "train"})
             env = envs[task]
+            if driver is not None:
+                i += DRIVER_INDEX_OFFSET
             rng = episode_rng(cfg.seed, i)
             env_seed = int(rng.integers(2**31 - 1))
             noisy = bool(rng.random() < cfg.noise_fraction)
@@ -124,20 +143,36 @@ def collect_demos(
             text = relabelled_instruction(env.task.kind, info, obs["instruction"], rng) if cfg.relabel \
                 else obs["instruction"]
             expert.reset(text, {**info, "policy_seed": env_seed})
+            if driver is not None:
+                driver.reset(text, {**info, "policy_seed": env_seed})
             target_start = np.asarray(env.unwrapped.privileged_state()["target"]["start"], np.float32)
             frames, states, actions = [], [], []
+            driving, driven = driver is not None, 0
             while True:
                 frames.append(encode_frame(obs["image"]))
                 states.append(np.asarray(obs["ee_state"], np.float32))
-                executed = expert.act(obs)
+                executed = expert.act(obs)  # always: it advances the expert's phases and gives the label
                 actions.append(expert.last_clean_action.copy())
+                driving = driving and expert.phase in ("approach", "descend")
+                if driving:
+                    executed = np.asarray(driver.act(obs), np.float32)
+                    driven += 1
                 obs, _, terminated, truncated, step_info = env.step(executed)
                 if terminated or truncated:
                     break
             success = bool(step_info.get("success", False))
-            demos.episodes.append({"index": int(i), "task": task, "seed": env_seed, "noisy": noisy,
-                                   "steps": len(actions), "success": success, "instruction": text})
-            if success or cfg.keep_failed:
+            record = {"index": int(i), "task": task, "seed": env_seed, "noisy": noisy, "steps": len(actions),
+                      "success": success, "instruction": text}
+            keep = success or cfg.keep_failed
+            if driver is not None:
+                record["driven_steps"] = driven
+                if not keep:
+                    # the labels up to the takeover are the expert's answer at states the policy reached; what
+                    # followed a failed grasp is kept only from successful episodes
+                    frames, states, actions = frames[:driven], states[:driven], actions[:driven]
+                    keep = driven > 0
+            demos.episodes.append(record)
+            if keep:
                 demos.frames += frames
                 demos.states += states
                 demos.actions += actions

@@ -34,7 +34,7 @@ from envs.manipulation.tasks import GENERIC_TASKS
 from launch.cli import ArgumentParser, main_guard
 from perception.text_encoder import load_text_encoder
 from policies.scripted_expert import DESCENTS
-from policies.vla.checkpoint import save_checkpoint
+from policies.vla.checkpoint import load_checkpoint, read_manifest, save_checkpoint
 from policies.vla.generic import GenericVLA, image_features
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
 from policies.vla.training import DemoArrays, TrainConfig, train_head
@@ -125,7 +125,9 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     # The key leaves out the episode count: a longer or shorter run reuses the blocks it shares with this one.
     # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
     # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
-    content = {k: v for k, v in asdict(cfg).items() if k != "episodes" and (k, v) != ("descent", "gated")}
+    defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", "")}
+    # a driver is keyed by its weights' sha256, not by the folder it was read from
+    content = {k: v for k, v in asdict(cfg).items() if k not in ("episodes", "driver") and (k, v) not in defaults}
     encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
     key = hashlib.sha256(json.dumps([content, encoded], sort_keys=True).encode()).hexdigest()[:10]
     block_dir.mkdir(parents=True, exist_ok=True)
@@ -227,6 +229,10 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--demo-cache", type=Path, default=None, help="reuse a demos.npz instead of collecting")
     p.add_argument("--demo-blocks", type=Path, default=None,
                    help="folder of resumable demo blocks (default OUT/demo_blocks); runs may share one")
+    p.add_argument("--dagger", type=Path, default=None,
+                   help="DAgger: a generic-VLA checkpoint folder that executes the approach + descent of extra "
+                        "episodes while the expert labels them (added to the expert demos)")
+    p.add_argument("--dagger-demos", type=int, default=0, help="episodes driven by --dagger (0 = none)")
     p.add_argument("--eval-episodes", type=int, default=10, help="closed-loop episodes per task (0 = skip)")
     p.add_argument("--checkpoint-out", type=Path, default=None, help="checkpoint folder (default OUT/checkpoint)")
     return p
@@ -265,10 +271,23 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         raise choice_error("--expert-descent", args.expert_descent, DESCENTS)
     demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
                           descent=args.expert_descent)
+    if (args.dagger is None) != (args.dagger_demos <= 0):
+        raise ConfigError(f"--dagger and --dagger-demos > 0 go together, got --dagger {args.dagger} and "
+                          f"--dagger-demos {args.dagger_demos}")
+    driven_cfg = None
+    if args.dagger is not None:
+        load_checkpoint(args.dagger)  # verified here, so a bad folder fails before anything is collected
+        driver_sha = read_manifest(args.dagger)["weights_sha256"]
+        driven_cfg = replace(demo_cfg, episodes=args.dagger_demos, driver=str(args.dagger), driver_sha256=driver_sha)
     cache = args.demo_cache or out / "demos.npz"
     if args.demo_cache is None and not cache.exists():
         t0 = time.perf_counter()
-        demos = collect(demo_cfg, vision, args.workers, args.demo_blocks or out / "demo_blocks")
+        blocks = args.demo_blocks or out / "demo_blocks"
+        demos = collect(demo_cfg, vision, args.workers, blocks)
+        if driven_cfg is not None:
+            driven = collect(driven_cfg, vision, args.workers, blocks)
+            for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets"):
+                getattr(demos, name).extend(getattr(driven, name))
         if not demos.actions:
             raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")
         save_cache(cache, demos, demo_cfg, vision)
@@ -292,7 +311,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                                                                                  else sys.argv[1:]))
     episodes = meta["episodes"]
     demo_stats = {"attempted": len(episodes), "kept": int(sum(e["success"] for e in episodes)),
-                  "frames": len(data), "collect_s": round(collect_s, 1)}
+                  "frames": len(data), "collect_s": round(collect_s, 1),
+                  "driven": int(sum("driven_steps" in e for e in episodes))}
     ckpt = args.checkpoint_out or out / "checkpoint"
     training_facts = {"command": command, "seed": args.seed, "demos": demo_stats,
                       "train": {k: v for k, v in stats.items() if k != "history"},

@@ -46,6 +46,12 @@ def test_tiny_cnn_backbone_run_trains_on_raw_frames(tmp_path):
     assert second["demos"]["frames"] == first["demos"]["frames"]
     assert load_checkpoint(tmp_path / "b" / "checkpoint").config.vision.input_size == 64
     assert blocks == sorted((tmp_path / "a" / "demo_blocks").iterdir())
+    # DAgger: the first run's policy drives the approach of 2 more episodes, the expert labels them
+    third = run(["--out", str(tmp_path / "c"), "--eval-episodes", "0", "--dagger", str(tmp_path / "a" / "checkpoint"),
+                 "--dagger-demos", "2", "--demo-blocks", str(tmp_path / "a" / "demo_blocks"), *args])
+    assert third["demos"]["attempted"] == 4 and third["demos"]["driven"] == 2
+    assert third["demos"]["frames"] > first["demos"]["frames"]
+    assert len(sorted((tmp_path / "a" / "demo_blocks").iterdir())) == len(blocks) + 1  # the expert blocks reused
 
 
 def test_bad_arguments_exit_2(tmp_path, capsys):
@@ -58,3 +64,6 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "multiple of 8" in capsys.readouterr().err
     assert main(["--out", str(tmp_path), "--demo-cache", str(tmp_path / "none.npz")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path), "--dagger-demos", "5"]) == 2
+    assert "--dagger and --dagger-demos" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path), "--dagger", str(tmp_path / "nothing"), "--dagger-demos", "5"]) == 2
