@@ -11,9 +11,9 @@ its same-category distractors (colour only, pattern only, colour + pattern), so 
 own rather than only through the colour they co-occur with.
 
 DAgger-style collection (``driver``): a trained generic-VLA checkpoint *executes* the approach and descent while the
-expert, running alongside on the privileged state, supplies the labels; the expert takes over once it would close
-the gripper. The data then covers the states the learned policy actually reaches (e.g. hovering 1–3 cm off the
-object), labelled with what the expert would do there.
+expert, running alongside on the privileged state, supplies the labels; the episode ends when the expert would
+close the gripper or the policy closes it. The data then covers the states the learned policy actually reaches
+(e.g. hovering 1–3 cm off the object), labelled with what the expert would do there.
 """
 
 from __future__ import annotations
@@ -147,16 +147,22 @@ def collect_demos(
                 driver.reset(text, {**info, "policy_seed": env_seed})
             target_start = np.asarray(env.unwrapped.privileged_state()["target"]["start"], np.float32)
             frames, states, actions = [], [], []
-            driving, driven = driver is not None, 0
+            step_info: dict[str, Any] = {}
             while True:
                 frames.append(encode_frame(obs["image"]))
                 states.append(np.asarray(obs["ee_state"], np.float32))
                 executed = expert.act(obs)  # always: it advances the expert's phases and gives the label
                 actions.append(expert.last_clean_action.copy())
-                driving = driving and expert.phase in ("approach", "descend")
-                if driving:
+                if driver is not None:
+                    # Driven episodes record the approach + descent only: once the expert would close, or the
+                    # policy closes, the expert's phase machine no longer describes the state (it cannot tell
+                    # whether the policy's grasp holds), so the episode ends there. The frame where the policy
+                    # closes keeps the expert's label ("not yet", when it closes early).
+                    if expert.phase not in ("approach", "descend"):
+                        break
                     executed = np.asarray(driver.act(obs), np.float32)
-                    driven += 1
+                    if executed[6] > 0:
+                        break
                 obs, _, terminated, truncated, step_info = env.step(executed)
                 if terminated or truncated:
                     break
@@ -165,12 +171,8 @@ def collect_demos(
                       "success": success, "instruction": text}
             keep = success or cfg.keep_failed
             if driver is not None:
-                record["driven_steps"] = driven
-                if not keep:
-                    # the labels up to the takeover are the expert's answer at states the policy reached; what
-                    # followed a failed grasp is kept only from successful episodes
-                    frames, states, actions = frames[:driven], states[:driven], actions[:driven]
-                    keep = driven > 0
+                record["driven_steps"] = len(actions)
+                keep = True  # every driven frame carries the expert's label at a state the policy reached
             demos.episodes.append(record)
             if keep:
                 demos.frames += frames
