@@ -71,6 +71,11 @@ class Demos:
     def __len__(self) -> int:
         return len(self.actions)
 
+    def extend(self, other: Demos) -> None:
+        """Append another collection's frames and episode records (e.g. the next block, or driven episodes)."""
+        for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets"):
+            getattr(self, name).extend(getattr(other, name))
+
 
 def describe_options(target: ObjectInstance, distractors: Sequence[ObjectInstance]) -> list[str]:
     """Every noun phrase that names the target uniquely among same-category distractors."""

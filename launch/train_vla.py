@@ -140,8 +140,7 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
         else:
             parts = stack.enter_context(ProcessPoolExecutor(workers)).map(_collect_block, jobs)
         for part in parts:
-            for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets"):
-                getattr(merged, name).extend(getattr(part, name))
+            merged.extend(part)
             advance(len(part.episodes))
     return merged
 
@@ -285,9 +284,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         blocks = args.demo_blocks or out / "demo_blocks"
         demos = collect(demo_cfg, vision, args.workers, blocks)
         if driven_cfg is not None:
-            driven = collect(driven_cfg, vision, args.workers, blocks)
-            for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets"):
-                getattr(demos, name).extend(getattr(driven, name))
+            demos.extend(collect(driven_cfg, vision, args.workers, blocks))
         if not demos.actions:
             raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")
         save_cache(cache, demos, demo_cfg, vision)

@@ -93,9 +93,9 @@ def reference_mask(image: np.ndarray, min_dist: float = 8.0) -> np.ndarray:
     The background colour is the median of the image border; a pixel is object when its Lab distance to it (full
     lightness weight: a white object on a light backdrop differs mostly in lightness) exceeds ``min_dist`` or three
     times the border's median deviation. The largest component that does not span the image (a strip of backdrop
-    edge does), holes filled, is kept. A patterned object (white body,
-    green letters) thus comes out whole; a colour-segment mask kept only its largest single-colour part. Falls
-    back to the largest colour proposal when that fails (nothing, or nearly everything, differs).
+    edge does), holes filled, is kept. A patterned object (white body, green letters) thus comes out whole; a
+    colour-segment mask kept only its largest single-colour part. Falls back to the largest colour proposal when
+    that fails (nothing, or nearly everything, differs).
     """
     lab = cv2.cvtColor(np.ascontiguousarray(image, np.uint8), cv2.COLOR_RGB2LAB).astype(np.float32)
     lab = cv2.GaussianBlur(lab, (3, 3), 0)
