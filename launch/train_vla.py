@@ -264,7 +264,6 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
     vision = replace(base_vision, input_size=args.input_size)
     if args.expert_descent not in DESCENTS:
         raise choice_error("--expert-descent", args.expert_descent, DESCENTS)
@@ -278,6 +277,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         load_checkpoint(args.dagger)  # verified here, so a bad folder fails before anything is collected
         driver_sha = read_manifest(args.dagger)["weights_sha256"]
         driven_cfg = replace(demo_cfg, episodes=args.dagger_demos, driver=str(args.dagger), driver_sha256=driver_sha)
+    out.mkdir(parents=True, exist_ok=True)  # only once every option has been checked: bad input writes nothing
     cache = args.demo_cache or out / "demos.npz"
     if args.demo_cache is None and not cache.exists():
         t0 = time.perf_counter()

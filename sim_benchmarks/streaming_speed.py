@@ -8,7 +8,8 @@ value (exploration_fraction=0) so Stream Q and SPR run their steady-state path: 
 SPR updates on nearly all of them. ``--baseline`` also times a textbook autograd Stream Q(λ) (nn.Module
 forward, ``autograd.grad``, a per-tensor Python loop for traces and ObGD, as in the Stream-x reference code)
 side by side, so the speed-up is a ratio measured in the same run on the same (shared, noisy) machine; ``--numba``
-also times the compiled MinAtar network (``backend=numba``) next to the torch path.
+also times the compiled networks (``backend=numba``: the whole MinAtar network compiled, the im2col/GEMM Atari and
+Octax network) next to the torch path.
 Writes ``speed.json`` and prints a table.
 """
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--baseline", action="store_true", help="also time the unfused autograd Stream Q(λ)")
     p.add_argument("--numba", action="store_true",
-                   help="also time agents with a compiled-network backend (backend=numba) on MinAtar")
+                   help="also time agents with the compiled-network backend (backend=numba)")
     p.add_argument("--out", type=Path, default=Path("runs/streaming_speed"))
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     for env_name in [e for e in args.envs.split(",") if e]:
         n = args.steps if env_name.startswith("minatar") else max(args.steps // 4, 50)
         runs = [(a, "torch") for a in agents]
-        if args.numba and env_name.startswith("minatar"):
+        if args.numba:
             runs += [(a, "numba") for a in agents if a in NUMBA_AGENTS]
         for agent, backend in runs:
             row = measure(agent, env_name, n, args.warmup, args.repeats, backend)

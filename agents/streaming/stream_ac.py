@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from agents.streaming.common import ObservationPipe, make_rngs
+from policies.streaming.backends import compiled_network
 from policies.streaming.networks import (
     ForwardCache,
     StreamNetwork,
@@ -21,7 +22,6 @@ from policies.streaming.networks import (
     fused_forward,
     param_views,
 )
-from policies.streaming.numba_net import compiled_network
 from policies.streaming.obgd import AdaptiveObGD, ObGD
 
 
@@ -38,7 +38,7 @@ class StreamACConfig:
     sparsity: float = 0.9
     total_steps: int = 5_000_000  # unused by AC itself; kept so every learner accepts the run length
     adaptive: bool = False
-    backend: str = "torch"  # "numba": the compiled MinAtar network for actor and critic (see StreamQConfig)
+    backend: str = "torch"  # "numba": the compiled networks for actor and critic (see StreamQConfig)
 
 
 class _FlatNet:
@@ -52,6 +52,7 @@ class _FlatNet:
         self.views = param_views(self.grad, self.net)
         self.fast = compiled_network(cfg.backend, suite, self.net, obs_shape)
         self._grad_np = [v.numpy() for v in self.views]
+        self.outer: tuple | None = None  # (start, u, v) of a gradient block left as an outer product
         opt_cls = AdaptiveObGD if cfg.adaptive else ObGD
         self.opt = opt_cls(self.flat, lr=cfg.lr, gamma=cfg.gamma, lam=cfg.lam, kappa=kappa)
 
@@ -63,9 +64,9 @@ class _FlatNet:
         return fused_forward(self.net, x, cache), cache
 
     def backward(self, cache: ForwardCache | None, cotangent: torch.Tensor) -> None:
-        """∇θ ⟨cotangent, output[0]⟩ into ``self.grad``."""
+        """∇θ ⟨cotangent, output[0]⟩ into ``self.grad`` (with ``self.outer``, its deferred block, if any)."""
         if self.fast is not None:
-            self.fast.backward(cotangent.numpy().reshape(-1), self._grad_np)
+            self.outer = self.fast.backward(cotangent.numpy().reshape(-1), self._grad_np, defer_outer=True)
         else:
             fused_backward(cache, cotangent, self.views)
 
@@ -120,7 +121,7 @@ class StreamAC:
         cot = policy_objective_cotangent(logits[0], int(action), self.config.entropy_coef * float(np.sign(delta)))
         self.actor.backward(pi_cache, cot.unsqueeze(0))
         for part in (self.critic, self.actor):
-            part.opt.accumulate(part.grad)
+            part.opt.accumulate(part.grad, part.outer)
             part.opt.step(delta)
             if done:
                 part.opt.reset_traces()

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from agents.streaming.common import ObservationPipe, linear_schedule, make_rngs
+from policies.streaming.backends import compiled_network
 from policies.streaming.networks import (
     ForwardCache,
     StreamNetwork,
@@ -22,7 +23,6 @@ from policies.streaming.networks import (
     fused_forward,
     param_views,
 )
-from policies.streaming.numba_net import compiled_network
 from policies.streaming.obgd import AdaptiveObGD, ObGD
 
 
@@ -40,8 +40,9 @@ class StreamQConfig:
     exploration_fraction: float = 0.2  # ε decays over this fraction of total_steps (Atari uses 0.05)
     total_steps: int = 5_000_000
     adaptive: bool = False  # AdaptiveObGD instead of ObGD
-    # "numba": the compiled MinAtar network (policies.streaming.numba_net); same maths, float32-rounding-level
-    # differences from the torch path, so a run is reproducible within one backend
+    # "numba": the compiled MinAtar network (policies.streaming.numba_net) or the im2col/GEMM Atari/Octax one
+    # (im2col_net); same maths, float32-rounding-level differences from the torch path, so a run is
+    # reproducible within one backend
     backend: str = "torch"
 
 
@@ -100,16 +101,18 @@ class StreamQ:
         """One Q(λ) step; returns (δ, Q(s') computed before the update)."""
         if self.fast is not None:
             q = torch.from_numpy(self.fast.forward(np.stack((s.numpy(), s_next.numpy()))))
-            self.fast.backward(self._onehot[a, 0].numpy(), self._grad_np)  # ∇θ Q(s, a) into self.grad
+            # ∇θ Q(s, a) into self.grad; Atari/Octax leave the big hidden-layer block as factors for the trace
+            outer = self.fast.backward(self._onehot[a, 0].numpy(), self._grad_np, defer_outer=True)
         else:
             cache = ForwardCache()
             q = fused_forward(self.q, torch.stack((s, s_next)), cache)  # one pass for Q(s, ·) and Q(s', ·)
             fused_backward(cache, self._onehot[a], self.grad_views)  # ∇θ Q(s, a) into self.grad
+            outer = None
         q_sa = float(q[0, a])
         q_next = q[1]
         target = r_scaled + (0.0 if terminated else self.config.gamma * float(q_next.max()))
         delta = target - q_sa
-        self.opt.accumulate(self.grad)
+        self.opt.accumulate(self.grad, outer)
         self._rl_scale = self.opt.step(delta)
         return delta, q_next
 

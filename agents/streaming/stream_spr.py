@@ -80,10 +80,11 @@ class StreamSPR(StreamQ):
         self.momentum = [torch.zeros(self.n_enc)] + [torch.zeros_like(f) for f in self.head_flats]
         self._spr_params = list(self.q.encoder.parameters()) + [p for m in self.heads for p in m.parameters()]
         self._module_sizes = [len(list(m.parameters())) for m in [self.q.encoder, *self.heads]]
-        # backend "numba" (MinAtar only; StreamQ refuses other suites): the SPR loss's forward and reverse pass too
+        # backend "numba" on MinAtar: the SPR loss's forward and reverse pass compiled too (on Atari/Octax only
+        # the Q network's step is: the SPR loss there keeps the torch path)
         self.fast_spr = NumbaSPRLoss(self.q.encoder, self.transition, self.projection, self.predictor,
                                      self.target_encoder, self.target_projection, latent) \
-            if self.fast is not None else None
+            if self.fast is not None and suite == "minatar" else None
         self._win_obs: deque[torch.Tensor] = deque(maxlen=cfg.k + 1)
         self._win_act: deque[int] = deque(maxlen=cfg.k)
         self.spr_updates = 0

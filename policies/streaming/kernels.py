@@ -36,6 +36,40 @@ def decay_add_l1_(z: np.ndarray, g: np.ndarray, decay: float) -> float:
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
+def _decay_add_row_l1_(z, u_a, v, decay):  # z ← decay·z + u_a·v on one row of the outer-product block
+    total = 0.0
+    for j in range(v.size):
+        val = decay * z[j] + u_a * v[j]
+        z[j] = val
+        total += abs(val)
+    return total
+
+
+@numba.njit(cache=True, fastmath=FASTMATH)
+def decay_add_outer_l1_(z: np.ndarray, g: np.ndarray, decay: float, start: int, u: np.ndarray,
+                        v: np.ndarray) -> float:
+    """:func:`decay_add_l1_` where the block ``z[start : start + u.size·v.size]`` adds the outer product u·vᵀ
+    (row-major) in place of ``g``'s entries there, which are not read: a weight gradient g·xᵀ goes straight
+    into the trace without being written out first. The per-entry arithmetic is the same as
+    ``decay_add_l1_`` on the materialised product (one float32 product, then the add)."""
+    end = start + u.size * v.size
+    if g.size != z.size or start < 0 or end > z.size:
+        raise ValueError("decay_add_outer_l1_: sizes do not fit")
+    total = 0.0
+    for i in range(start):
+        val = decay * z[i] + g[i]
+        z[i] = val
+        total += abs(val)
+    for a in range(u.size):  # a separate row loop (and accumulator) so LLVM vectorises it
+        total += _decay_add_row_l1_(z[start + a * v.size:start + (a + 1) * v.size], u[a], v, decay)
+    for i in range(end, z.size):
+        val = decay * z[i] + g[i]
+        z[i] = val
+        total += abs(val)
+    return total
+
+
+@numba.njit(cache=True, fastmath=FASTMATH)
 def l1_norm(z: np.ndarray) -> float:
     """‖z‖₁ (float64 accumulation)."""
     total = 0.0

@@ -15,10 +15,7 @@ import numba
 import numpy as np
 from torch import nn
 
-from envs.errors import ConfigError, choice_error
 from policies.streaming.kernels import FASTMATH
-
-BACKENDS = ("torch", "numba")
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
@@ -189,9 +186,11 @@ class NumbaNetwork:
         self._rows = rows
         return out
 
-    def backward(self, cotangent: np.ndarray, grads: list[np.ndarray], row: int = 0) -> None:
+    def backward(self, cotangent: np.ndarray, grads: list[np.ndarray], row: int = 0,
+                 defer_outer: bool = False) -> None:
         """Write ∂⟨cotangent, output[row]⟩/∂θ into ``grads`` (arrays shaped like the six parameters, in
-        ``net.parameters()`` order), from the last ``forward``."""
+        ``net.parameters()`` order), from the last ``forward``. Every block is written (``defer_outer`` is
+        accepted for the interface of ``Im2colNetwork`` and ignored: MinAtar's blocks are small)."""
         if not 0 <= row < self._rows:
             raise RuntimeError(f"NumbaNetwork.backward: row {row} not in the last forward ({self._rows} rows)")
         _, _, w1, _, w2, _ = self.params
@@ -199,14 +198,3 @@ class NumbaNetwork:
         gwc = grads[0].reshape(grads[0].shape[0], -1)
         _backward(self.cols, int(row), g, w1, w2, self.slope, self.y1, self.r1, self.a1, self.y2, self.r2, self.a2,
                   gwc, *grads[1:])
-
-
-def compiled_network(backend: str, suite: str, net: nn.Module, obs_shape: tuple[int, ...]) -> NumbaNetwork | None:
-    """The :class:`NumbaNetwork` of ``net`` for ``backend="numba"`` (MinAtar only); None for ``"torch"``."""
-    if backend not in BACKENDS:
-        raise choice_error("streaming backend", backend, list(BACKENDS))
-    if backend == "torch":
-        return None
-    if suite != "minatar":
-        raise ConfigError(f"backend 'numba' covers the MinAtar network only, not suite {suite!r}; use 'torch'")
-    return NumbaNetwork(net, tuple(obs_shape))

@@ -8,9 +8,10 @@ arithmetic. The trace update and its L1 norm are one fused pass (``kernels.decay
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from policies.streaming.kernels import decay_add_l1_, l1_norm
+from policies.streaming.kernels import decay_add_l1_, decay_add_outer_l1_, l1_norm
 
 
 class ObGD:
@@ -30,9 +31,17 @@ class ObGD:
         self._decay = self._trace_np.dtype.type(self.gamma * self.lam)  # γλ in the trace's precision
         self.trace_l1 = 0.0  # ‖z‖₁, kept current by accumulate / reset_traces / load_state_dict
 
-    def accumulate(self, grad: torch.Tensor) -> None:
-        """z ← γλ z + ∇f (and ‖z‖₁ in the same pass)."""
-        self.trace_l1 = decay_add_l1_(self._trace_np, grad.numpy(), self._decay)
+    def accumulate(self, grad: torch.Tensor, outer: tuple[int, np.ndarray, np.ndarray] | None = None) -> None:
+        """z ← γλ z + ∇f (and ‖z‖₁ in the same pass).
+
+        ``outer = (start, u, v)``: the block of ∇f at ``start`` is the outer product u·vᵀ, given as its factors
+        (``grad`` is not read there), as ``Im2colNetwork.backward(defer_outer=True)`` returns it.
+        """
+        if outer is None:
+            self.trace_l1 = decay_add_l1_(self._trace_np, grad.numpy(), self._decay)
+        else:
+            start, u, v = outer
+            self.trace_l1 = decay_add_outer_l1_(self._trace_np, grad.numpy(), self._decay, int(start), u, v)
 
     def step_size(self, delta: float) -> float:
         """α / max(α κ max(|δ|, 1) ‖z‖₁, 1): the bounded step that multiplies δ z."""

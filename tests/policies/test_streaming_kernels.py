@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from policies.streaming.kernels import decay_add_l1_, l1_norm, momentum_project_, welford_normalize_
+from policies.streaming.kernels import (
+    decay_add_l1_,
+    decay_add_outer_l1_,
+    l1_norm,
+    momentum_project_,
+    welford_normalize_,
+)
 
 
 def test_decay_add_l1_matches_numpy():
@@ -15,6 +21,24 @@ def test_decay_add_l1_matches_numpy():
     np.testing.assert_array_equal(z, expected)
     assert total == pytest.approx(np.abs(expected.astype(np.float64)).sum(), rel=1e-12)
     assert l1_norm(z) == pytest.approx(total, rel=1e-12)
+
+
+def test_decay_add_outer_l1_equals_the_materialised_outer_product():
+    rng = np.random.default_rng(3)
+    u, v = rng.normal(size=5).astype(np.float32), rng.normal(size=7).astype(np.float32)
+    z = rng.normal(size=50).astype(np.float32)
+    g = rng.normal(size=50).astype(np.float32)
+    decay = np.float32(0.792)
+    full = g.copy()
+    full[9:44] = np.outer(u, v).reshape(-1)  # what a written-out weight gradient would hold
+    z_ref = z.copy()
+    ref = decay_add_l1_(z_ref, full, decay)
+    g[9:44] = np.nan  # the block of g is not read
+    total = decay_add_outer_l1_(z, g, decay, 9, u, v)
+    np.testing.assert_array_equal(z, z_ref)  # bit for bit: the same float32 product, then the same add
+    assert total == pytest.approx(ref, rel=1e-12)
+    with pytest.raises(ValueError, match="do not fit"):
+        decay_add_outer_l1_(z, g, decay, 20, u, v)
 
 
 def test_momentum_project_matches_numpy():

@@ -1,10 +1,12 @@
-"""The compiled MinAtar network against the torch fused path (the reference for its maths)."""
+"""The compiled networks (MinAtar: numba_net; Atari/Octax: im2col_net) against the torch fused path."""
 
 import numpy as np
 import pytest
 import torch
 
 from envs.errors import ConfigError
+from policies.streaming.backends import compiled_network
+from policies.streaming.im2col_net import Im2colNetwork, col2im_hwc, im2col_hwc
 from policies.streaming.networks import (
     ForwardCache,
     StreamNetwork,
@@ -13,25 +15,33 @@ from policies.streaming.networks import (
     fused_forward,
     param_views,
 )
-from policies.streaming.numba_net import NumbaNetwork, compiled_network
+from policies.streaming.numba_net import NumbaNetwork
+from policies.streaming.obgd import ObGD
 
 
-def _net(channels: int, n_out: int, seed: int) -> tuple[StreamNetwork, torch.Tensor]:
-    net = StreamNetwork("minatar", (channels, 10, 10), n_out, generator=torch.Generator().manual_seed(seed))
+def _net(channels: int, n_out: int, seed: int, suite: str = "minatar", shape: tuple | None = None
+         ) -> tuple[StreamNetwork, torch.Tensor]:
+    net = StreamNetwork(suite, shape or (channels, 10, 10), n_out, generator=torch.Generator().manual_seed(seed))
     flat = flatten_parameters_(net)
     with torch.no_grad():  # move off the sparse init so every weight and activation sign matters
         flat.add_(0.05 * torch.randn(flat.shape, generator=torch.Generator().manual_seed(seed + 1)))
     return net, flat
 
 
-@pytest.mark.parametrize("channels, n_out", [(4, 3), (7, 3), (10, 18), (6, 4)])  # the MinAtar games' shapes
-def test_forward_and_gradient_match_the_torch_path(channels, n_out):
-    net, flat = _net(channels, n_out, seed=channels)
-    x = torch.randn(2, channels, 10, 10, generator=torch.Generator().manual_seed(0))
+# every MinAtar game's shape for the compiled MinAtar network; Atari (4 and 18 actions) and Octax for im2col_net
+CASES = [(NumbaNetwork, "minatar", (c, 10, 10), n) for c, n in [(4, 3), (7, 3), (10, 18), (6, 4)]] + [
+    (Im2colNetwork, "atari", (4, 84, 84), 4), (Im2colNetwork, "atari", (4, 84, 84), 18),
+    (Im2colNetwork, "octax", (4, 32, 64), 5)]
+
+
+@pytest.mark.parametrize("cls, suite, shape, n_out", CASES)
+def test_forward_and_gradient_match_the_torch_path(cls, suite, shape, n_out):
+    net, flat = _net(shape[0], n_out, seed=shape[0] + n_out, suite=suite, shape=shape)
+    x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(0))
     x[0, 0, :3] = 0.0  # board cells that are empty
     cache = ForwardCache()
     q_torch = fused_forward(net, x, cache)
-    fast = NumbaNetwork(net, (channels, 10, 10))
+    fast = cls(net, shape)
     q_fast = fast.forward(x.numpy())
     np.testing.assert_allclose(q_fast, q_torch.numpy(), rtol=1e-5, atol=1e-5)
     for row in (0, 1):
@@ -41,7 +51,7 @@ def test_forward_and_gradient_match_the_torch_path(channels, n_out):
         g_torch = torch.zeros_like(flat)
         fused_backward(cache, cot, param_views(g_torch, net), rows=slice(row, row + 1))
         g_fast = torch.zeros_like(flat)
-        fast.backward(cot.numpy()[0], [v.numpy() for v in param_views(g_fast, net)], row=row)
+        assert fast.backward(cot.numpy()[0], [v.numpy() for v in param_views(g_fast, net)], row=row) is None
         for a, b in zip(param_views(g_fast, net), param_views(g_torch, net), strict=True):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
 
@@ -70,8 +80,67 @@ def test_bad_use_is_refused():
     atari = StreamNetwork("atari", (4, 84, 84), 4)
     with pytest.raises(ValueError, match="one-conv MinAtar network"):
         NumbaNetwork(atari, (4, 84, 84))
-    with pytest.raises(ConfigError, match="MinAtar network only"):
-        compiled_network("numba", "atari", atari, (4, 84, 84))
+    assert isinstance(compiled_network("numba", "atari", atari, (4, 84, 84)), Im2colNetwork)
     with pytest.raises(ConfigError, match="unknown streaming backend 'jax'; valid: torch, numba"):
         compiled_network("jax", "minatar", net, (4, 10, 10))
     assert compiled_network("torch", "minatar", net, (4, 10, 10)) is None
+
+
+IM2COL_SHAPES = [("atari", (4, 84, 84), 4), ("octax", (4, 32, 64), 5)]
+
+
+@pytest.mark.parametrize("suite, shape, n_out", IM2COL_SHAPES)
+def test_deferred_outer_product_gives_the_same_trace(suite, shape, n_out):
+    net, flat = _net(shape[0], n_out, seed=1, suite=suite, shape=shape)
+    fast = Im2colNetwork(net, shape)
+    x = np.random.default_rng(0).standard_normal((2, *shape)).astype(np.float32)
+    cot = np.eye(n_out, dtype=np.float32)[1]
+    fast.forward(x)
+    full = torch.zeros_like(flat)
+    fast.backward(cot, [v.numpy() for v in param_views(full, net)])
+    part = torch.full_like(flat, float("nan"))
+    start, u, v = fast.backward(cot, [v.numpy() for v in param_views(part, net)], defer_outer=True)
+    fc1 = net.head.net[1].weight
+    assert start == fast.outer_offset and u.size * v.size == fc1.numel()
+    assert torch.isnan(part[start:start + fc1.numel()]).all()  # not written
+    a, b = ObGD(torch.zeros_like(flat)), ObGD(torch.zeros_like(flat))
+    for _ in range(2):
+        a.accumulate(full)
+        b.accumulate(part, (start, u, v))
+    torch.testing.assert_close(b.trace, a.trace, rtol=0, atol=0)
+    assert b.trace_l1 == pytest.approx(a.trace_l1, rel=1e-12)
+
+
+def test_col2im_is_the_adjoint_of_im2col():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 9, 11, 3)).astype(np.float32)
+    k, stride = 3, 2
+    n_pos = ((9 - k) // stride + 1) * ((11 - k) // stride + 1)
+    cols = np.zeros((1, n_pos, 3 * k * k), np.float32)
+    im2col_hwc(x, k, stride, cols)
+    d = rng.standard_normal(cols.shape[1:]).astype(np.float32)
+    dx = np.empty((9, 11, 3), np.float32)
+    col2im_hwc(d, k, stride, dx)
+    assert float((cols[0] * d).sum()) == pytest.approx(float((x[0] * dx).sum()), rel=1e-5)  # ⟨Ax, d⟩ = ⟨x, Aᵀd⟩
+    assert cols[0, 1, 0] == x[0, 0, 2, 0] and cols[0, 1, k * k] == x[0, 0, 2, 1]  # torch's (C, kH, kW) order
+
+
+def test_im2col_net_reads_weights_live_and_refuses_bad_use():
+    net, flat = _net(4, 5, seed=3, suite="octax", shape=(4, 32, 64))
+    fast = Im2colNetwork(net, (4, 32, 64))
+    with pytest.raises(RuntimeError, match="row 0 not in the last forward"):
+        fast.backward(np.ones(5, np.float32), [p.detach().numpy().copy() for p in net.parameters()])
+    x = np.random.default_rng(0).standard_normal((1, 4, 32, 64)).astype(np.float32)
+    before = fast.forward(x)
+    with torch.no_grad():
+        flat.mul_(1.5)  # an in-place update, as ObGD makes
+    after = fast.forward(x)
+    np.testing.assert_allclose(after, fused_forward(net, torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(before, after)
+    with pytest.raises(ValueError, match="3 rows > max_rows 2"):
+        fast.forward(np.zeros((3, 4, 32, 64), np.float32))
+    with pytest.raises(ValueError, match="input"):
+        fast.forward(np.zeros((1, 4, 84, 84), np.float32))
+    net.head.net[3] = torch.nn.ReLU()  # a layer the compiled path does not implement
+    with pytest.raises(ValueError, match="conv/LN/LReLU blocks"):
+        Im2colNetwork(net, (4, 32, 64))

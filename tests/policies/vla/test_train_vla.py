@@ -66,4 +66,5 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["--out", str(tmp_path), "--dagger-demos", "5"]) == 2
     assert "--dagger and --dagger-demos" in capsys.readouterr().err
-    assert main(["--out", str(tmp_path), "--dagger", str(tmp_path / "nothing"), "--dagger-demos", "5"]) == 2
+    assert main(["--out", str(tmp_path / "out"), "--dagger", str(tmp_path / "nothing"), "--dagger-demos", "5"]) == 2
+    assert not (tmp_path / "out").exists()  # refused before anything was written
