@@ -99,7 +99,6 @@ class _Conv:
             raise ValueError("Im2colNetwork needs square, unpadded, undilated, equal-stride convolutions")
         self.k, self.stride = int(conv.kernel_size[0]), int(conv.stride[0])
         self.in_c, self.out_c = conv.in_channels, conv.out_channels
-        self.in_hw = in_hw
         self.out_hw = ((in_hw[0] - self.k) // self.stride + 1, (in_hw[1] - self.k) // self.stride + 1)
         self.n_pos = self.out_hw[0] * self.out_hw[1]
         self.w = conv.weight.detach().view(self.out_c, -1)  # (C', C·k·k): torch's patch order
@@ -110,7 +109,7 @@ class _Conv:
         self.a = np.zeros((rows, *self.out_hw, self.out_c), np.float32)  # activation (H', W', C')
         self.rstd = np.zeros(rows, np.float64)
         self.dcols = torch.zeros(self.n_pos, self.in_c * self.k * self.k)
-        self.dv = np.zeros((self.n_pos, self.out_c), np.float32)
+        self.dv = np.zeros((self.n_pos, self.out_c), np.float32)  # gradient at the pre-norm output, one row
 
 
 class Im2colNetwork:
@@ -201,21 +200,16 @@ class Im2colNetwork:
             torch.mm(d1.t(), x1.view(1, -1), out=t[n])
             outer = None
         t[n + 1].copy_(d1[0])
-        d = d1.mm(self.w1)[0].numpy()  # ∂/∂latent, (C, H, W) order
+        last = self.blocks[-1]  # ∂/∂latent arrives in torch's (C, H, W) order
+        _chw_to_hwc_grad(d1.mm(self.w1)[0].numpy(), last.dv, last.y[row], last.rstd[row], self.slope)
         for i in range(len(self.blocks) - 1, -1, -1):
-            blk = self.blocks[i]
-            if i == len(self.blocks) - 1:
-                _chw_to_hwc_grad(d, blk.dv, blk.y[row], blk.rstd[row], self.slope)
-            else:
-                blk.dv[:] = d.reshape(blk.dv.shape)
-                lrelu_ln_backward(blk.dv.reshape(-1), blk.y[row], blk.rstd[row], self.slope)
+            blk = self.blocks[i]  # blk.dv: ∂/∂ its pre-norm output, already through LN∘LReLU
             dv = torch.from_numpy(blk.dv)
             torch.mm(dv.t(), blk.cols[row], out=t[2 * i].view(blk.out_c, -1))
             _channel_sums(blk.dv, grads[2 * i + 1])
-            if i > 0:
+            if i > 0:  # col2im straight into the previous block's buffer, then its LN∘LReLU backward
                 torch.mm(dv, blk.w, out=blk.dcols)
                 prev = self.blocks[i - 1]
-                dx = np.empty((*prev.out_hw, prev.out_c), np.float32)
-                col2im_hwc(blk.dcols.numpy(), blk.k, blk.stride, dx)
-                d = dx
+                col2im_hwc(blk.dcols.numpy(), blk.k, blk.stride, prev.dv.reshape(*prev.out_hw, prev.out_c))
+                lrelu_ln_backward(prev.dv.reshape(-1), prev.y[row], prev.rstd[row], self.slope)
         return outer
