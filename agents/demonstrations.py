@@ -26,7 +26,7 @@ import numpy as np
 
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
-from envs.manipulation.objects import LIBRARY, PATTERN_WORDS, ObjectInstance
+from envs.manipulation.objects import PATTERN_WORDS, ObjectInstance, find_instance
 from envs.manipulation.tasks import GENERIC_TASKS, instruction
 from policies.scripted_expert import ScriptedExpert
 
@@ -44,12 +44,14 @@ class DemoConfig:
     keep_failed: bool = False
     relabel: bool = True
     descent: str = "gated"  # the expert's descent rule (see policies.scripted_expert.DESCENTS)
+    split: str = "train"  # instance pool: "train" or "train_extended" (+ extra designs; never a test design)
     # DAgger: a generic-VLA checkpoint folder that executes the approach + descent ("" = the expert executes all);
     # its sha256 is part of the config, so blocks of another checkpoint are never reused.
     driver: str = ""
     driver_sha256: str = ""
 
 
+DEMO_SPLITS = ("train", "train_extended")  # demonstrations never use test instances
 DRIVER_INDEX_OFFSET = 1_000_000  # driven episodes get their own seeds and episode ids (never an expert demo's)
 
 
@@ -93,8 +95,8 @@ def describe_options(target: ObjectInstance, distractors: Sequence[ObjectInstanc
 
 def relabelled_instruction(kind: str, info: dict[str, Any], original: str, rng: np.random.Generator) -> str:
     """A random valid attribute instruction for the episode (the env's own when no other is valid)."""
-    target = LIBRARY[info["personal_object"]]
-    distractors = [LIBRARY[i] for i in info.get("distractors", [])]
+    target = find_instance(info["personal_object"])
+    distractors = [find_instance(i) for i in info.get("distractors", [])]
     options = describe_options(target, distractors)
     if not options:
         return original
@@ -123,6 +125,8 @@ def collect_demos(
             raise choice_error("demonstration task (generic only)", t, sorted(GENERIC_TASKS))
     if cfg.episodes < 1:
         raise ConfigError(f"demo episodes must be >= 1, got {cfg.episodes}")
+    if cfg.split not in DEMO_SPLITS:
+        raise choice_error("demonstration split", cfg.split, DEMO_SPLITS)
     indices = range(cfg.episodes) if indices is None else indices
     envs: dict[str, Any] = {}
     demos = Demos()
@@ -135,7 +139,7 @@ def collect_demos(
         for i in indices:
             task = cfg.tasks[i % len(cfg.tasks)]
             if task not in envs:
-                envs[task] = make_env(task, {"image_size": cfg.image_size, "split": "train"})
+                envs[task] = make_env(task, {"image_size": cfg.image_size, "split": cfg.split})
             env = envs[task]
             if driver is not None:
                 i += DRIVER_INDEX_OFFSET

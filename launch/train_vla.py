@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.demonstrations import DemoConfig, Demos, collect_demos
+from agents.demonstrations import DEMO_SPLITS, DemoConfig, Demos, collect_demos
 from agents.episodic import run_episode
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
@@ -125,7 +125,7 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     # The key leaves out the episode count: a longer or shorter run reuses the blocks it shares with this one.
     # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
     # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
-    defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", "")}
+    defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", ""), ("split", "train")}
     # a driver is keyed by its weights' sha256, not by the folder it was read from
     content = {k: v for k, v in asdict(cfg).items() if k not in ("episodes", "driver") and (k, v) not in defaults}
     encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
@@ -210,6 +210,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--noise", type=float, default=0.01, help="DART noise std on executed xyz deltas (metres)")
     p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated, funnel or coarse")
+    p.add_argument("--split", default="train",
+                   help="demo instances: train, or train_extended (train + extra colour/pattern designs that are "
+                        "never test designs)")
     p.add_argument("--tasks", default=",".join(GENERIC_TASKS), help="comma-separated generic tasks")
     p.add_argument("--backbone", default="cnn",
                    help=f"vision: {' or '.join(BACKBONES)} (cnn: a small CNN trained from scratch with the head)")
@@ -267,8 +270,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     vision = replace(base_vision, input_size=args.input_size)
     if args.expert_descent not in DESCENTS:
         raise choice_error("--expert-descent", args.expert_descent, DESCENTS)
+    if args.split not in DEMO_SPLITS:
+        raise choice_error("--split", args.split, DEMO_SPLITS)
     demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
-                          descent=args.expert_descent)
+                          descent=args.expert_descent, split=args.split)
     if (args.dagger is None) != (args.dagger_demos <= 0):
         raise ConfigError(f"--dagger and --dagger-demos > 0 go together, got --dagger {args.dagger} and "
                           f"--dagger-demos {args.dagger_demos}")

@@ -20,7 +20,7 @@ import numpy as np
 from envs.errors import ConfigError, choice_error
 from perception.candidate import Candidate, box_iou, box_of_mask, mask_of_box
 from perception.category import CategoryScorer
-from perception.proposals import ProposalConfig, propose
+from perception.proposals import ProposalConfig, fit_inverse_depth_plane, propose
 
 
 @runtime_checkable
@@ -31,7 +31,7 @@ class Detector(Protocol):
                segmentation: np.ndarray | None = None) -> list[Candidate]: ...
 
 
-def _first_view(a: np.ndarray | None) -> np.ndarray | None:
+def first_view(a: np.ndarray | None) -> np.ndarray | None:
     """Several cameras stack as N×H×W(×3); the detectors work on the first (main) view."""
     if a is None:
         return None
@@ -53,10 +53,12 @@ class ProposalDetector:
         self.scorer = scorer or CategoryScorer(embedder=embedder)
         self.max_candidates = max_candidates
         self.ranker = ranker
+        self.plane: np.ndarray | None = None  # the last frame's table plane (a tracker can reuse it)
 
     def proposals(self, image: np.ndarray, depth: np.ndarray | None = None) -> list[np.ndarray]:
         """Class-agnostic masks, the ``max_candidates`` best by the ranker (else largest first); no network."""
-        masks = sorted(propose(image, depth, self.config), key=lambda m: -int(m.sum()))
+        self.plane = None if depth is None else fit_inverse_depth_plane(np.asarray(depth, np.float64), self.config)
+        masks = sorted(propose(image, depth, self.config, plane=self.plane), key=lambda m: -int(m.sum()))
         if self.ranker is not None and len(masks) > self.max_candidates:
             order = np.argsort(-np.asarray(self.ranker(image, masks), float), kind="stable")
             masks = [masks[i] for i in order]
@@ -64,7 +66,7 @@ class ProposalDetector:
 
     def detect(self, image: np.ndarray, category: str, depth: np.ndarray | None = None,
                segmentation: np.ndarray | None = None) -> list[Candidate]:
-        image, depth = _first_view(image), _first_view(depth)
+        image, depth = first_view(image), first_view(depth)
         masks = self.proposals(image, depth)
         boxes = [box_of_mask(m) for m in masks]
         scores = self.scorer.score(image, masks, boxes, category)
@@ -96,7 +98,7 @@ class OracleDetector:
 
     def detect(self, image: np.ndarray, category: str, depth: np.ndarray | None = None,
                segmentation: np.ndarray | None = None) -> list[Candidate]:
-        segmentation = _first_view(segmentation)
+        segmentation = first_view(segmentation)
         if segmentation is None or self.target_id is None:
             return []
         seg = np.asarray(segmentation)
@@ -152,7 +154,7 @@ class TransformersDetector:
                segmentation: np.ndarray | None = None) -> list[Candidate]:
         import torch
 
-        image, depth = _first_view(image), _first_view(depth)
+        image, depth = first_view(image), first_view(depth)
         h, w = image.shape[:2]
         if self.kind.startswith("owl"):
             text: Any = [[f"a photo of a {category}"]]
@@ -201,7 +203,7 @@ class GroundingDinoDetector:
 
         from perception.mobilenet_v2 import to_input  # same ImageNet normalisation GroundingDINO expects
 
-        image, depth = _first_view(image), _first_view(depth)
+        image, depth = first_view(image), first_view(depth)
         h, w = image.shape[:2]
         tensor = to_input(image, size=None)[0]
         boxes, logits, _ = predict(self.model, tensor, f"{category}.", self.box_threshold, self.text_threshold,

@@ -30,19 +30,17 @@ class ProposalConfig:
     merge_x_overlap: float = 0.6  # horizontal overlap (fraction of the narrower fragment) for stacked fragments
 
 
-def fit_plane_inverse_depth(depth: np.ndarray, cfg: ProposalConfig) -> np.ndarray:
-    """Height above the dominant plane in inverse-depth units (positive = nearer the camera than the table)."""
+def fit_inverse_depth_plane(depth: np.ndarray, cfg: ProposalConfig) -> np.ndarray | None:
+    """RANSAC + least-squares plane ``a·x/w + b·y/h + c`` fitted to inverse depth (the dominant surface), or None."""
     h, w = depth.shape
     valid = np.isfinite(depth) & (depth > 1e-6)
-    inv = np.zeros_like(depth, dtype=np.float64)
-    inv[valid] = 1.0 / depth[valid]
     ys, xs = np.nonzero(valid)
     if len(xs) < 3:
-        return np.zeros_like(inv)
+        return None
     rng = np.random.default_rng(cfg.seed)
     sample = rng.choice(len(xs), size=min(len(xs), 4000), replace=False)
     A = np.stack([xs[sample] / w, ys[sample] / h, np.ones(len(sample))], axis=1)
-    b = inv[ys[sample], xs[sample]]
+    b = 1.0 / depth[ys[sample], xs[sample]]
     tol = max(cfg.plane_margin * 0.5, 1e-6)
     best, best_count = None, -1
     for _ in range(cfg.ransac_iters):
@@ -55,12 +53,32 @@ def fit_plane_inverse_depth(depth: np.ndarray, cfg: ProposalConfig) -> np.ndarra
         if count > best_count:
             best, best_count = coef, count
     if best is None:
-        return np.zeros_like(inv)
+        return None
     inliers = np.abs(A @ best - b) < tol
-    best = np.linalg.lstsq(A[inliers], b[inliers], rcond=None)[0]  # refine on all inliers
-    yy, xx = np.mgrid[0:h, 0:w]
-    plane = best[0] * xx / w + best[1] * yy / h + best[2]
-    return np.where(valid, inv - plane, 0.0)
+    return np.linalg.lstsq(A[inliers], b[inliers], rcond=None)[0]  # refine on all inliers
+
+
+def height_above_plane(depth: np.ndarray, plane: np.ndarray | None, origin: tuple[int, int] = (0, 0),
+                       frame_shape: tuple[int, int] | None = None) -> np.ndarray:
+    """Inverse depth minus ``plane`` (positive = nearer than the surface); 0 where depth is invalid.
+
+    ``depth`` may be a window of the frame the plane was fitted on: ``origin`` is its top-left (row, col) in that
+    frame and ``frame_shape`` the frame's (h, w), so a plane fitted once per episode serves every later window.
+    """
+    h, w = frame_shape if frame_shape is not None else depth.shape
+    valid = np.isfinite(depth) & (depth > 1e-6)
+    inv = np.zeros(depth.shape, dtype=np.float64)
+    inv[valid] = 1.0 / depth[valid]
+    if plane is None:
+        return np.zeros_like(inv)
+    yy, xx = np.ogrid[origin[0]:origin[0] + depth.shape[0], origin[1]:origin[1] + depth.shape[1]]
+    surface = plane[0] * xx / w + plane[1] * yy / h + plane[2]
+    return np.where(valid, inv - surface, 0.0)
+
+
+def fit_plane_inverse_depth(depth: np.ndarray, cfg: ProposalConfig) -> np.ndarray:
+    """Height above the dominant plane in inverse-depth units (positive = nearer the camera than the table)."""
+    return height_above_plane(depth, fit_inverse_depth_plane(depth, cfg))
 
 
 def _components(fg: np.ndarray, cfg: ProposalConfig, split: np.ndarray | None = None) -> list[np.ndarray]:
@@ -136,9 +154,19 @@ def stacked_unions(masks: list[np.ndarray], cfg: ProposalConfig = ProposalConfig
     return out
 
 
-def depth_proposals(depth: np.ndarray, cfg: ProposalConfig = ProposalConfig()) -> list[np.ndarray]:
-    """Masks of things standing on the dominant plane, split at depth discontinuities (+ stacked-fragment unions)."""
-    height = fit_plane_inverse_depth(np.asarray(depth, np.float64), cfg)
+def depth_proposals(depth: np.ndarray, cfg: ProposalConfig = ProposalConfig(), plane: np.ndarray | None = None,
+                    origin: tuple[int, int] = (0, 0), frame_shape: tuple[int, int] | None = None,
+                    ) -> list[np.ndarray]:
+    """Masks of things standing on the dominant plane, split at depth discontinuities (+ stacked-fragment unions).
+
+    ``plane`` (from :func:`fit_inverse_depth_plane` on the whole frame; ``depth`` is then a window of it at
+    ``origin``) skips the per-call plane fit; without it the plane is fitted to ``depth`` itself.
+    """
+    depth = np.asarray(depth, np.float64)
+    if plane is None:
+        height = fit_plane_inverse_depth(depth, cfg)
+    else:
+        height = height_above_plane(depth, plane, origin, frame_shape)
     fg = height > cfg.plane_margin
     d = np.asarray(depth, np.float64)
     gy, gx = np.gradient(d)
@@ -167,10 +195,13 @@ def colour_proposals(image: np.ndarray, cfg: ProposalConfig = ProposalConfig()) 
 
 
 def propose(image: np.ndarray, depth: np.ndarray | None = None,
-            cfg: ProposalConfig = ProposalConfig()) -> list[np.ndarray]:
-    """Class-agnostic proposal masks: from depth when given (more reliable), else from colour."""
+            cfg: ProposalConfig = ProposalConfig(), plane: np.ndarray | None = None) -> list[np.ndarray]:
+    """Class-agnostic proposal masks: from depth when given (more reliable), else from colour.
+
+    ``plane``: the table plane of this frame when already fitted (:func:`fit_inverse_depth_plane`).
+    """
     if depth is not None:
-        masks = depth_proposals(depth, cfg)
+        masks = depth_proposals(depth, cfg, plane=plane)
         if masks:
             return masks
     return colour_proposals(image, cfg)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from perception.candidate import mask_iou
+from perception.candidate import box_of_mask, mask_iou
 
 
 @dataclass(frozen=True)
@@ -44,21 +44,26 @@ class MaskTracker:
     def __init__(self, config: TrackerConfig = TrackerConfig(),
                  proposals: Callable[[np.ndarray, np.ndarray | None], Sequence[np.ndarray]] | None = None) -> None:
         self.config = config
-        if proposals is None:
-            from perception.proposals import propose
-
-            proposals = propose
+        # Default: depth proposals against the table plane fitted once in ``start`` (the camera and table do not
+        # move), colour proposals without depth; a custom ``proposals(image, depth)`` is called as given.
         self.proposals = proposals
+        self.plane: np.ndarray | None = None
         self.mask: np.ndarray | None = None
         self.hist: np.ndarray | None = None
         self.steps = 0
         self.coasting = 0  # consecutive re-localisations without an association
         self.lost_updates = 0  # total over the episode
 
-    def start(self, image: np.ndarray, mask: np.ndarray) -> None:
-        """Begin tracking ``mask`` in ``image``."""
+    def start(self, image: np.ndarray, mask: np.ndarray, depth: np.ndarray | None = None,
+              plane: np.ndarray | None = None) -> None:
+        """Begin tracking ``mask`` in ``image``; ``depth`` (same frame) gives the table plane unless ``plane`` does."""
+        from perception.proposals import ProposalConfig, fit_inverse_depth_plane
+
         self.mask = mask.copy()
         self.hist = _hist(cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV), mask)
+        self.plane = plane
+        if plane is None and depth is not None and self.proposals is None:
+            self.plane = fit_inverse_depth_plane(np.asarray(depth, np.float64), ProposalConfig())
         self.steps, self.coasting, self.lost_updates = 0, 0, 0
         self.skipped = 0  # re-localisations skipped because the region around the object did not change
         self._last = np.asarray(image).copy()
@@ -87,10 +92,11 @@ class MaskTracker:
             self.skipped += 1
             return self.mask
         self._last = np.asarray(image).copy()
-        hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV)
+        roi_img = np.ascontiguousarray(roi_img)
+        hsv = cv2.cvtColor(roi_img, cv2.COLOR_RGB2HSV)  # colour is only compared inside the ROI
         best, best_score = None, -1.0
         roi_depth = None if depth is None else np.asarray(depth)[ys, xs]
-        for local in self.proposals(np.ascontiguousarray(roi_img), roi_depth):  # proposals inside the ROI only
+        for local in self._propose(roi_img, roi_depth, (ys.start, xs.start), image.shape[:2]):
             m = np.zeros(self.mask.shape, bool)
             m[ys, xs] = local
             iou = mask_iou(m, self.mask)
@@ -98,7 +104,7 @@ class MaskTracker:
                 continue
             if m.sum() > self.config.grow_limit * max(self.mask.sum(), 1):
                 m = m & cv2.dilate(self.mask.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
-            colour = float(np.minimum(_hist(hsv, m), self.hist).sum())
+            colour = float(np.minimum(_hist(hsv, m[ys, xs]), self.hist).sum())
             if colour < self.config.min_colour:
                 continue
             score = iou + colour
@@ -113,10 +119,30 @@ class MaskTracker:
             self.mask, self.coasting = best, 0
         return self.mask
 
+    def _propose(self, roi_img: np.ndarray, roi_depth: np.ndarray | None, origin: tuple[int, int],
+                 frame_shape: tuple[int, int]) -> Sequence[np.ndarray]:
+        """Class-agnostic proposals inside the ROI (no network)."""
+        if self.proposals is not None:
+            return self.proposals(roi_img, roi_depth)
+        from perception.proposals import colour_proposals, depth_proposals
+
+        if roi_depth is not None:
+            masks = depth_proposals(roi_depth, plane=self.plane, origin=origin,
+                                    frame_shape=frame_shape if self.plane is not None else None)
+            if masks:
+                return masks
+        return colour_proposals(roi_img)
+
     def visible_mask(self, image: np.ndarray) -> np.ndarray:
         """The tracked mask minus pixels whose colour the object's model finds unlikely (occluders)."""
         if self.mask is None:
             raise RuntimeError("MaskTracker.visible_mask before start")
-        hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV)
+        x0, y0, x1, y1 = box_of_mask(self.mask)
+        out = np.zeros_like(self.mask)
+        if x1 == x0:
+            return out
+        box = slice(y0, y1), slice(x0, x1)  # only the mask's box can be highlighted
+        hsv = cv2.cvtColor(np.ascontiguousarray(np.asarray(image)[box]), cv2.COLOR_RGB2HSV)
         prob = cv2.calcBackProject([hsv], [0, 1], self.hist.astype(np.float32), [0, 180, 0, 256], scale=255)
-        return self.mask & (prob > self.config.visible_backprojection * 255)
+        out[box] = self.mask[box] & (prob > self.config.visible_backprojection * 255)
+        return out

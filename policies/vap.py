@@ -18,7 +18,7 @@ import numpy as np
 from envs.errors import ConfigError
 from perception.candidate import Candidate
 from perception.category import drop_personal, parse_category
-from perception.detectors import Detector, ProposalDetector
+from perception.detectors import Detector, ProposalDetector, first_view
 from perception.matching import InstanceMatcher
 from perception.prompting import VisualPrompter
 from perception.tracking import MaskTracker
@@ -119,7 +119,9 @@ class VisualAttentivePrompting:
         self.grounded = True
         others = [c.mask for i, c in enumerate(cands) if i != best]
         self.attribute = self.prompter.pick_attribute(image, others)
-        self.tracker.start(image, self.chosen.mask)
+        # The detector's table plane of this frame, when it fitted one: the tracker reuses it for every later step.
+        plane = getattr(self.detector, "plane", None)
+        self.tracker.start(image, self.chosen.mask, depth=first_view(depth), plane=plane)
         seg = obs.get("segmentation")
         target = self._target_id() if seg is not None else None
         if seg is not None and target is not None:
@@ -142,7 +144,7 @@ class VisualAttentivePrompting:
             mask = self.chosen.mask if self.grounded else None
         elif self.grounded:
             depth = obs.get("depth")
-            self.tracker.update(main, None if depth is None else np.asarray(depth))
+            self.tracker.update(main, first_view(depth))
             mask = self.tracker.visible_mask(main)
         else:
             mask = None

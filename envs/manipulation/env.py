@@ -22,6 +22,7 @@ from envs.manipulation.objects import (
     CATEGORIES,
     COLOURS,
     LIBRARY,
+    SPLITS,
     ObjectInstance,
     category_mesh,
     instance_mesh_path,
@@ -47,7 +48,8 @@ class SimplerConfig:
     """Env options (``make_env(task, options)``); unknown keys are a ConfigError."""
 
     image_size: int = 224
-    split: str | None = None  # personalized: "test" (default); generic: "train" (default) or "test"
+    # personalized: "test" (default); generic: "train" (default), "test" or "train_extended" (train + extra designs)
+    split: str | None = None
     privileged: bool = False  # add depth (metres) and segmentation (body ids) to obs
     num_distractors: int | None = None  # same-category look-alikes; default: 2-4 from the seed
     num_clutter: int = 1  # objects of other categories
@@ -73,8 +75,8 @@ class SimplerConfig:
             raise ConfigError(f"image_size must be in [32, 1024], got {cfg.image_size}")
         if not 1 <= int(cfg.max_steps) <= 80:
             raise ConfigError(f"max_steps must be in [1, 80], got {cfg.max_steps}")
-        if cfg.split not in (None, "train", "test"):
-            raise choice_error("split", cfg.split, ("train", "test"))
+        if cfg.split not in (None, *SPLITS):
+            raise choice_error("split", cfg.split, SPLITS)
         if cfg.personal_category is not None and cfg.personal_category not in CATEGORIES:
             raise choice_error("personal_category", cfg.personal_category, CATEGORIES)
         if cfg.personal_texture is not None and cfg.personal_category is None:

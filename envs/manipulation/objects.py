@@ -98,14 +98,26 @@ _SHAPE_RANGES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
 }
 
 
-def _make_instance(category: str, index: int) -> ObjectInstance:
-    split = "train" if index < len(_TRAIN_DESIGNS) else "test"
-    designs = _TRAIN_DESIGNS if split == "train" else _TEST_DESIGNS
-    local = index if split == "train" else index - len(_TRAIN_DESIGNS)
+# Every other (colour, pattern) combination: neither a train nor a test design. Extra *training* instances with
+# these designs (split "train_extra", outside LIBRARY) give a policy many more colour x pattern combinations to
+# learn the words from, without ever showing it a test design.
+_EXTRA_DESIGNS: tuple[tuple[str, str], ...] = tuple(
+    (c, p) for c in COLOURS for p in PATTERNS if (c, p) not in _TRAIN_DESIGNS and (c, p) not in _TEST_DESIGNS)
+SPLITS: tuple[str, ...] = ("train", "test", "train_extended")  # train_extended = train + train_extra instances
+
+
+def _make_instance(category: str, index: int, extra: bool = False) -> ObjectInstance:
+    if extra:
+        split, designs, local, tag = "train_extra", _EXTRA_DESIGNS, index, "x"
+    else:
+        split = "train" if index < len(_TRAIN_DESIGNS) else "test"
+        designs = _TRAIN_DESIGNS if split == "train" else _TEST_DESIGNS
+        local = index if split == "train" else index - len(_TRAIN_DESIGNS)
+        tag = ""
     # Rotate the design list per category so instance numbers do not mean the same design in every category.
     offset = CATEGORIES.index(category)
     colour, pattern = designs[(local + offset) % len(designs)]
-    seed = int(hashlib.sha256(f"{category}/{index}".encode()).hexdigest()[:8], 16)
+    seed = int(hashlib.sha256(f"{category}/{tag}{index}".encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng(seed)
     (r_lo, r_hi), (h_lo, h_hi) = _SHAPE_RANGES[category]
     radius, height = float(rng.uniform(r_lo, r_hi)), float(rng.uniform(h_lo, h_hi))
@@ -122,7 +134,8 @@ def _make_instance(category: str, index: int) -> ObjectInstance:
     elif category == "box":
         shape["depth"] = float(rng.uniform(0.75, 1.0))  # y half-size / x half-size
     word = _LETTER_WORDS[(index + offset) % len(_LETTER_WORDS)]
-    return ObjectInstance(f"{category}_{index:02d}", category, colour, pattern, split, radius, height, shape, word)
+    return ObjectInstance(f"{category}_{tag}{index:02d}", category, colour, pattern, split, radius, height, shape,
+                          word)
 
 
 def build_library() -> dict[str, ObjectInstance]:
@@ -132,14 +145,31 @@ def build_library() -> dict[str, ObjectInstance]:
 
 
 LIBRARY: dict[str, ObjectInstance] = build_library()
+# Training-only extras (ids like "mug_x07"): one instance per extra design and category. Kept out of LIBRARY, so
+# everything defined on the library (personal objects, the soft-prompt fit, the train/test split) is unchanged.
+EXTRA_TRAIN: dict[str, ObjectInstance] = {inst.instance_id: inst for c in CATEGORIES for inst in
+                                          (_make_instance(c, i, extra=True) for i in range(len(_EXTRA_DESIGNS)))}
+
+
+def find_instance(instance_id: str) -> ObjectInstance:
+    """A library or extra training instance by id."""
+    inst = LIBRARY.get(instance_id) or EXTRA_TRAIN.get(instance_id)
+    if inst is None:
+        raise ConfigError(f"unknown object instance {instance_id!r}")
+    return inst
 
 
 def instances(category: str, split: str | None = None) -> list[ObjectInstance]:
-    """Instances of ``category`` (optionally of one split); raises ConfigError for an unknown category."""
+    """Instances of ``category`` (optionally of one split); raises ConfigError for an unknown category.
+
+    ``split="train_extended"``: the train instances plus the extra training designs (never a test design).
+    """
     if category not in CATEGORIES:
         raise choice_error("object category", category, CATEGORIES)
-    if split not in (None, "train", "test"):
-        raise choice_error("split", split, ("train", "test"))
+    if split not in (None, *SPLITS):
+        raise choice_error("split", split, SPLITS)
+    if split == "train_extended":
+        return instances(category, "train") + [i for i in EXTRA_TRAIN.values() if i.category == category]
     found = [i for i in LIBRARY.values() if i.category == category and (split is None or i.split == split)]
     if not found:
         raise ConfigError(f"category {category!r} has no instances in split {split!r}")

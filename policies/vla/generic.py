@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from envs.errors import choice_error
+from envs.errors import ConfigError, choice_error
 from perception.mobilenet_v2 import spatial_features
 from perception.text_encoder import load_text_encoder
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
-from policies.vla.conversions import TemporalEnsembler, first_camera, resize_image
+from policies.vla.conversions import ActionQueue, TemporalEnsembler, first_camera, resize_image
 from policies.vla.model import BACKBONES, VisionSpec
 
-EXECUTION_MODES = ("first", "ensemble")
+EXECUTION_MODES = ("first", "ensemble", "queue")
 _MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)
 
 
@@ -71,6 +71,7 @@ class GenericVLA:
         bundle: HeadBundle,
         execution: str = "first",
         ensemble_decay: float = 0.01,
+        action_steps: int | None = None,
         instruction_rewrite: Callable[[str], str] | None = None,
         text_encoder: Any = None,
     ) -> None:
@@ -80,6 +81,12 @@ class GenericVLA:
         self.cfg = bundle.config
         self.execution = execution
         self.ensembler = TemporalEnsembler(self.cfg.chunk, ensemble_decay)
+        # "queue": run the first ``action_steps`` actions of a chunk open loop before looking again (ACT-style
+        # chunk execution: commits to a motion instead of re-deciding — and hesitating — every step).
+        steps = self.cfg.chunk if action_steps is None else int(action_steps)
+        if not 1 <= steps <= self.cfg.chunk:
+            raise ConfigError(f"action_steps {steps} is out of range; valid: 1..{self.cfg.chunk} (the chunk length)")
+        self.queue = ActionQueue(steps)
         self.instruction_rewrite = instruction_rewrite
         self.text_encoder = text_encoder if text_encoder is not None else load_text_encoder()
         self.instruction = ""
@@ -102,6 +109,7 @@ class GenericVLA:
         self.instruction = self.instruction_rewrite(instruction) if self.instruction_rewrite else instruction
         self.set_text_embedding(self.text_encoder.encode([self.instruction])[0])
         self.ensembler.reset()
+        self.queue.reset()
 
     def set_text_embedding(self, embedding: np.ndarray) -> None:
         """Condition on an arbitrary instruction-space vector (the soft-prompt baseline feeds a learned one)."""
@@ -122,9 +130,14 @@ class GenericVLA:
         return (out * self._std + self._mean).numpy()
 
     def act(self, obs: dict[str, Any]) -> np.ndarray:
-        """One 7-D action: the chunk's first step, or the temporal ensemble of overlapping chunks."""
-        chunk = self.predict_chunk(obs)
-        action = chunk[0] if self.execution == "first" else self.ensembler.add(chunk)
+        """One 7-D action: the chunk's first step, the temporal ensemble of overlapping chunks, or the next queued."""
+        if self.execution == "queue":
+            if self.queue.needs_chunk():
+                self.queue.push(self.predict_chunk(obs))
+            action = self.queue.pop()
+        else:
+            chunk = self.predict_chunk(obs)
+            action = chunk[0] if self.execution == "first" else self.ensembler.add(chunk)
         action = np.asarray(action, dtype=np.float32).copy()
         action[6] = 1.0 if action[6] >= 0.0 else -1.0  # the env's gripper is binary in effect: commit to one
         return action

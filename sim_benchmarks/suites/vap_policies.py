@@ -3,7 +3,8 @@
 Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA), so any base
 works. Options: ``vap_style`` (highlight style), ``vap_refs`` (use only the first N reference images),
 ``vap_components`` (comma-separated matcher cues), ``vap_every`` (tracker re-localisation period),
-``vap_embedder`` (local DINOv2/CLIP folder), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
+``vap_embedder`` (local DINOv2/CLIP folder), ``vap_embed_size`` (MobileNetV2 input side for crops; default: the
+96-pixel crop itself), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
 ``vap_min_score`` (below it grounding falls back; the default bias is set for all three cues).
 Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI imports every suite module per call.
 """
@@ -39,6 +40,15 @@ def _privileged(ctx: PolicyContext):
     return sensors, (lambda: int(env.personal_body_id))
 
 
+def _embed_size(opts: dict[str, Any]) -> int | None:
+    size = opts.get("vap_embed_size")
+    if size is None:
+        return None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 32:
+        raise ConfigError(f"vap_embed_size must be an integer >= 32 (pixels), got {size!r}")
+    return size
+
+
 def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     """A VisualAttentivePrompting policy configured from ``ctx.options`` (see the module docstring)."""
     from perception.detectors import OracleDetector, make_detector
@@ -54,7 +64,7 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     if refs is not None and int(refs) < 1:
         raise ConfigError(f"vap_refs must be >= 1, got {refs}")
     matcher = LimitedMatcher(None if refs is None else int(refs), config=MatcherConfig(components=comps),
-                             embedder=make_embedder(opts.get("vap_embedder")))
+                             embedder=make_embedder(opts.get("vap_embedder"), _embed_size(opts)))
     sensors, target_id = _privileged(ctx)
     vap_cfg = VAPConfig(min_score=float(opts.get("vap_min_score", VAPConfig.min_score)))
     if oracle:

@@ -3,7 +3,8 @@
 ``generic`` is the built-in VLA from ``checkpoints/generic_vla`` (sha256-verified) with "my" replaced by "the" in
 the instruction — the baseline VAP has to beat on personalized tasks, and the plain generic policy on the
 generic tasks. Policy options: ``vla_checkpoint`` (another checkpoint folder), ``vla_execution`` (``first``: the
-chunk's first action every step, default; ``ensemble``: temporal ensembling of overlapping chunks).
+chunk's first action every step, default; ``ensemble``: temporal ensembling of overlapping chunks; ``queue``:
+``vla_action_steps`` actions of each chunk open loop, default the whole chunk).
 ``hard_prompt`` / ``soft_prompt`` (personalized suite only) describe the personal object from
 ``info["reference_images"]`` in words or as an instruction-space vector; see ``policies/vla/prompt_baselines.py``.
 """
@@ -42,8 +43,13 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
     from policies.vla.generic import GenericVLA, drop_possessive
 
     folder = str(ctx.options.get("vla_checkpoint", DEFAULT_CHECKPOINT))
+    steps = ctx.options.get("vla_action_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
+        from envs.errors import ConfigError
+
+        raise ConfigError(f"vla_action_steps must be an integer, got {steps!r}; valid: 1..the chunk length")
     return GenericVLA(_bundle(folder), execution=str(ctx.options.get("vla_execution", "first")),
-                      instruction_rewrite=drop_possessive)
+                      action_steps=None if steps is None else int(steps), instruction_rewrite=drop_possessive)
 
 
 register_policy(PolicySpec(

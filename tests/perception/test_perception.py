@@ -347,3 +347,68 @@ def test_tracker_skips_relocalisation_while_nothing_moves():
     mask = tracker.update(shifted.image, shifted.depth)
     assert len(calls) == 1 and calls[0][0] * calls[0][1] < 0.5 * frame.image.shape[0] * frame.image.shape[1]
     assert mask_iou(mask, shifted.segmentation == 1) > 0.8
+
+
+def test_plane_fitted_once_gives_the_same_window_proposals_as_a_fresh_fit():
+    from perception.proposals import (
+        ProposalConfig,
+        fit_inverse_depth_plane,
+        fit_plane_inverse_depth,
+        height_above_plane,
+    )
+
+    objs, frame, _ = scene(9)
+    depth = np.asarray(frame.depth, np.float64)
+    plane = fit_inverse_depth_plane(depth, ProposalConfig())
+    assert np.allclose(height_above_plane(depth, plane), fit_plane_inverse_depth(depth, ProposalConfig()))
+    ys, xs = slice(10, 70), slice(20, 100)  # a window evaluated against the whole frame's plane
+    window = height_above_plane(depth[ys, xs], plane, origin=(ys.start, xs.start), frame_shape=depth.shape)
+    assert np.allclose(window, height_above_plane(depth, plane)[ys, xs])
+    full = depth_proposals(frame.depth)
+    reused = depth_proposals(frame.depth, plane=plane)
+    assert len(full) == len(reused) and all(np.array_equal(a, b) for a, b in zip(full, reused, strict=True))
+
+
+def test_tracker_reuses_the_detector_plane_and_visible_mask_stays_inside_the_box():
+    objs, frame, _ = scene(10)
+    detector = ProposalDetector()
+    detector.proposals(frame.image, frame.depth)
+    assert detector.plane is not None
+    own, shared = MaskTracker(TrackerConfig(every=1)), MaskTracker(TrackerConfig(every=1))
+    own.start(frame.image, frame.segmentation == 1, depth=frame.depth)
+    shared.start(frame.image, frame.segmentation == 1, depth=frame.depth, plane=detector.plane)
+    assert np.allclose(own.plane, shared.plane)
+    moved = [objs[0].__class__(**{**objs[0].__dict__, "u": objs[0].u + 4})] + objs[1:]
+    shifted = render_scene(moved)
+    assert np.array_equal(own.update(shifted.image, shifted.depth), shared.update(shifted.image, shifted.depth))
+    assert mask_iou(shared.mask, shifted.segmentation == 1) > 0.8
+    visible = shared.visible_mask(shifted.image)
+    assert visible.shape == shared.mask.shape and not (visible & ~shared.mask).any() and visible.sum() > 0
+
+
+def test_box_of_mask_and_fast_percentile_match_the_plain_numpy_versions():
+    from perception.prompting import _percentile
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        m = np.zeros((40, 50), bool)
+        if rng.random() < 0.9:
+            y, x = rng.integers(0, 39), rng.integers(0, 49)
+            m[y:y + rng.integers(1, 10), x:x + rng.integers(1, 10)] = True
+        ys, xs = np.nonzero(m)
+        want = (0, 0, 0, 0) if not len(xs) else (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
+        assert box_of_mask(m) == tuple(int(v) for v in want)
+        values = rng.random(int(rng.integers(1, 300))).astype(np.float32) * 255
+        assert _percentile(values, 95.0) == pytest.approx(float(np.percentile(values, 95.0)), rel=1e-6)
+
+
+def test_embedder_input_size_resizes_crops_and_rejects_tiny_sizes():
+    from perception.embedders import MobileNetEmbedder, make_embedder
+    from perception.mobilenet_v2 import pooled_features
+
+    _, frame, _ = scene(6)
+    crops = np.stack([frame.image[:48, :48], frame.image[-48:, -48:]])
+    small = make_embedder(None, input_size=64)
+    assert np.allclose(small.pooled(crops), pooled_features(crops, size=64), atol=1e-5)
+    with pytest.raises(ConfigError, match="embedder input size must be >= 32"):
+        MobileNetEmbedder(input_size=16)

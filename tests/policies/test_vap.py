@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from agents.episodic import run_episode
+from envs.errors import ConfigError
 from perception.prompting import DEFAULT_COLOURS
 from perception.synthetic import random_instances, reference_views, render_scene
 from policies.vap import VisualAttentivePrompting
@@ -110,3 +111,13 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
     assert results["oracle_mask"]["grounding_ok"] and results["oracle_mask"]["grounding_correct"] is True
     assert isinstance(results["vap"]["grounding_correct"], bool)
     assert results["vap"]["candidates"] >= 2
+    env = suite.make_env("fractal_pick_my", {"image_size": 128, "max_steps": 4})
+    small = registry.policies()["vap"].factory(PolicyContext(
+        "personalized_simpler", "fractal_pick_my", "vap", 0, env,
+        {"vap_base": "scripted_expert", "vap_embed_size": 64}))
+    assert small.matcher.embedder.input_size == 64 and small.detector.scorer.embedder is small.matcher.embedder
+    with pytest.raises(ConfigError, match="vap_embed_size must be an integer >= 32"):
+        registry.policies()["vap"].factory(PolicyContext(
+            "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
+                                                                       "vap_embed_size": 8}))
+    env.close()

@@ -151,6 +151,21 @@ def test_user_texture_object(tmp_path):
     env.close()
 
 
+def test_train_extended_split_draws_extra_designs_for_generic_tasks():
+    from envs.manipulation.objects import EXTRA_TRAIN, find_instance
+
+    env = make_env("fractal_pick", {**SMALL, "split": "train_extended"})
+    seen = set()
+    for seed in range(6):
+        obs, info = env.reset(seed=seed)
+        ids = [info["personal_object"], *info["distractors"]]
+        seen.update(ids)
+        assert all(find_instance(i).split in ("train", "train_extra") for i in ids)
+        assert find_instance(info["personal_object"]).colour in obs["instruction"]
+    env.close()
+    assert seen & set(EXTRA_TRAIN)  # most of the pool is extra designs
+
+
 @pytest.mark.parametrize("options, message", [
     ({"split": "val"}, "unknown split 'val'"),
     ({"personal_category": "spoon"}, "unknown personal_category 'spoon'"),

@@ -8,9 +8,11 @@ from envs.errors import ConfigError
 from envs.manipulation.objects import (
     CATEGORIES,
     COLOURS,
+    EXTRA_TRAIN,
     LIBRARY,
     PATTERNS,
     category_mesh,
+    find_instance,
     instance_mesh_path,
     instances,
     load_user_texture,
@@ -29,6 +31,27 @@ def test_library_size_and_split_are_fixed():
         # training covers the whole vocabulary, so VAP may recolour to any colour
         assert {i.colour for i in train} == set(COLOURS) and {i.pattern for i in train} == set(PATTERNS)
     assert LIBRARY["mug_10"].split == "test" and LIBRARY["mug_00"].split == "train"
+
+
+def test_extra_training_designs_never_repeat_a_test_design():
+    test_designs = {(i.colour, i.pattern) for i in LIBRARY.values() if i.split == "test"}
+    train_designs = {(i.colour, i.pattern) for i in LIBRARY.values() if i.split == "train"}
+    assert set(EXTRA_TRAIN).isdisjoint(LIBRARY)
+    for cat in CATEGORIES:
+        extended = instances(cat, "train_extended")
+        extra = [i for i in extended if i.split == "train_extra"]
+        assert [i.instance_id for i in extended[:10]] == [i.instance_id for i in instances(cat, "train")]
+        designs = {(i.colour, i.pattern) for i in extra}
+        # every colour x pattern combination is either train, test or extra, and only test ones are held out
+        assert designs.isdisjoint(test_designs) and designs.isdisjoint(train_designs)
+        assert len(designs) == len(extra) == len(COLOURS) * len(PATTERNS) - len(test_designs) - len(train_designs)
+    inst = find_instance("mug_x03")
+    assert inst.split == "train_extra" and inst.category == "mug" and find_instance("mug_00") is LIBRARY["mug_00"]
+    assert instance_mesh_path(inst).endswith(".obj") and make_texture(inst).shape[2] == 3
+    with pytest.raises(ConfigError, match="unknown object instance"):
+        find_instance("mug_99")
+    with pytest.raises(ConfigError, match="unknown split"):
+        instances("mug", "val")
 
 
 def test_test_split_has_hard_negative_pairs():

@@ -55,6 +55,25 @@ def test_policy_is_frozen_during_episodes(bundle, tmp_path):
         GenericVLA(bundle, execution="vote")
 
 
+def test_queue_execution_runs_each_chunk_open_loop(bundle):
+    obs = {"image": np.zeros((224, 224, 3), np.uint8), "ee_state": np.zeros(6, np.float32)}
+    policy = GenericVLA(bundle, execution="queue", action_steps=2)
+    policy.reset("pick up the red mug", {})
+    calls = []
+    real = policy.predict_chunk
+    policy.predict_chunk = lambda o: calls.append(1) or real(o)
+    chunk = real(obs)
+    actions = [policy.act(obs) for _ in range(4)]
+    assert len(calls) == 2  # a new chunk every 2 steps
+    assert np.allclose(actions[0][:6], chunk[0][:6]) and np.allclose(actions[1][:6], chunk[1][:6])
+    assert np.allclose(actions[2][:6], chunk[0][:6])  # same observation, fresh chunk: the same actions again
+    policy.reset("pick up the red mug", {})  # reset empties the queue
+    policy.act(obs)
+    assert len(calls) == 3
+    with pytest.raises(ConfigError, match="action_steps 9 is out of range"):
+        GenericVLA(bundle, execution="queue", action_steps=9)
+
+
 def test_shipped_checkpoint_loads_if_present():
     from policies.vla.checkpoint import DEFAULT_CHECKPOINT
 
@@ -83,6 +102,12 @@ def test_registered_generic_policy_builds_and_rejects_bad_checkpoint(bundle, tmp
                         {"vla_checkpoint": str(tmp_path / "ck2")})
     with pytest.raises(ConfigError, match="does not exist"):
         spec.factory(bad)
+    queued = spec.factory(PolicyContext("personalized_simpler", "fractal_pick_my", "generic", 0, env, {
+        "vla_checkpoint": str(tmp_path / "ck"), "vla_execution": "queue", "vla_action_steps": 2}))
+    assert queued.execution == "queue" and queued.queue.n_steps == 2
+    with pytest.raises(ConfigError, match="vla_action_steps must be an integer"):
+        spec.factory(PolicyContext("personalized_simpler", "fractal_pick_my", "generic", 0, env, {
+            "vla_checkpoint": str(tmp_path / "ck"), "vla_action_steps": "two"}))
     env.close()
 
 

@@ -68,3 +68,5 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "--dagger and --dagger-demos" in capsys.readouterr().err
     assert main(["--out", str(tmp_path / "out"), "--dagger", str(tmp_path / "nothing"), "--dagger-demos", "5"]) == 2
     assert not (tmp_path / "out").exists()  # refused before anything was written
+    assert main(["--out", str(tmp_path / "out"), "--split", "test"]) == 2  # demonstrations never use test objects
+    assert "unknown --split 'test'" in capsys.readouterr().err and not (tmp_path / "out").exists()
