@@ -22,6 +22,7 @@ from perception.text_encoder import load_text_encoder
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
 from policies.vla.conversions import ActionQueue, TemporalEnsembler, first_camera, resize_image
 from policies.vla.model import BACKBONES, VisionSpec
+from policies.vla.training import AUX_SCALE
 
 EXECUTION_MODES = ("first", "ensemble", "queue")
 _MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)
@@ -115,9 +116,7 @@ class GenericVLA:
         """Condition on an arbitrary instruction-space vector (the soft-prompt baseline feeds a learned one)."""
         self._text = torch.as_tensor(np.asarray(embedding, dtype=np.float32)).view(1, -1)
 
-    @torch.inference_mode()
-    def predict_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """The head's chunk of future actions (chunk × 7) in env units."""
+    def _inputs(self, obs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if self._text is None:
             raise RuntimeError("call reset(instruction, info) before act(obs)")
         feats = image_features(first_camera(obs["image"]), self.cfg.vision)
@@ -126,8 +125,22 @@ class GenericVLA:
             raw = state_vector(obs, self.cfg.state_dim, self.cfg.state_indices)
             s = (raw - self.bundle.state_mean) / self.bundle.state_std
             state = torch.as_tensor(s, dtype=torch.float32).view(1, -1)
-        out = self.bundle.head(feats, self._text, state)[0]
+        return feats, self._text, state
+
+    @torch.inference_mode()
+    def predict_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        """The head's chunk of future actions (chunk × 7) in env units."""
+        out = self.bundle.head(*self._inputs(obs))[0]
         return (out * self._std + self._mean).numpy()
+
+    @torch.inference_mode()
+    def predict_target_offset(self, obs: dict[str, Any]) -> np.ndarray | None:
+        """Where the head thinks the described object is: its xy offset from the gripper in metres (a
+        diagnostic read from the training-only auxiliary output; None for heads trained without one)."""
+        if not self.cfg.aux_dim:
+            return None
+        aux = self.bundle.head.forward_with_aux(*self._inputs(obs))[1]
+        return aux[0].numpy() * AUX_SCALE
 
     def act(self, obs: dict[str, Any]) -> np.ndarray:
         """One 7-D action: the chunk's first step, the temporal ensemble of overlapping chunks, or the next queued."""

@@ -128,3 +128,32 @@ def test_state_indices_select_the_proprio_inputs(tmp_path):
     np.testing.assert_allclose(policy.predict_chunk(moved_xy), base)  # x, y are not inputs
     lifted = {**obs, "ee_state": np.array([0, 0, 0.2, 0, 0, 0], np.float32)}
     assert not np.allclose(policy.predict_chunk(lifted), base)  # z is
+
+
+def test_first_frame_grounding_benchmark_reads_the_auxiliary_head(bundle, tmp_path, capsys):
+    import json
+
+    from sim_benchmarks.vla_grounding import main
+
+    cfg = HeadConfig(vision=VisionSpec(backbone="cnn", blocks=0, input_size=96, channels=3), state_dim=6, width=16,
+                     keypoints=4, hidden=32, aux_dim=2)
+    torch.manual_seed(0)
+    with_aux = HeadBundle(cfg, freeze(FiLMActionHead(cfg)), np.zeros(7, np.float32), np.ones(7, np.float32),
+                          np.zeros(6, np.float32), np.ones(6, np.float32))
+    save_checkpoint(with_aux, tmp_path / "aux")
+    policy = GenericVLA(with_aux)
+    policy.reset("pick up the red mug", {})
+    obs = {"image": np.zeros((224, 224, 3), np.uint8), "ee_state": np.zeros(6, np.float32)}
+    assert policy.predict_target_offset(obs).shape == (2,)
+    assert GenericVLA(bundle).predict_target_offset(obs) is None  # trained without the auxiliary output
+    out = tmp_path / "g"
+    assert main(["--checkpoint", str(tmp_path / "aux"), "--episodes", "2", "--tasks", "bridge_pick",
+                 "--splits", "test", "--out", str(out)]) == 0
+    row = json.loads((out / "vla_grounding.json").read_text())["rows"][0]
+    assert row["episodes"] == 2 and sum(row["nearest"].values()) == 2 and 0 <= row["target_share"] <= 1
+    assert main(["--checkpoint", str(tmp_path / "aux"), "--splits", "val", "--out", str(tmp_path / "bad")]) == 2
+    assert "unknown split 'val'" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    save_checkpoint(bundle, tmp_path / "noaux")
+    assert main(["--checkpoint", str(tmp_path / "noaux"), "--episodes", "1", "--tasks", "bridge_pick",
+                 "--splits", "test", "--out", str(tmp_path / "bad")]) == 2
+    assert "no auxiliary target output" in capsys.readouterr().err
