@@ -194,14 +194,16 @@ def colour_proposals(image: np.ndarray, cfg: ProposalConfig = ProposalConfig()) 
     return _components(fg, cfg)
 
 
-def propose(image: np.ndarray, depth: np.ndarray | None = None,
-            cfg: ProposalConfig = ProposalConfig(), plane: np.ndarray | None = None) -> list[np.ndarray]:
+def propose(image: np.ndarray, depth: np.ndarray | None = None, cfg: ProposalConfig = ProposalConfig(),
+            plane: np.ndarray | None = None, origin: tuple[int, int] = (0, 0),
+            frame_shape: tuple[int, int] | None = None) -> list[np.ndarray]:
     """Class-agnostic proposal masks: from depth when given (more reliable), else from colour.
 
-    ``plane``: the table plane of this frame when already fitted (:func:`fit_inverse_depth_plane`).
+    ``plane``: the table plane when already fitted (:func:`fit_inverse_depth_plane`), on this image or on the frame
+    it is a window of (``origin``, ``frame_shape``: see :func:`height_above_plane`).
     """
     if depth is not None:
-        masks = depth_proposals(depth, cfg, plane=plane)
+        masks = depth_proposals(depth, cfg, plane=plane, origin=origin, frame_shape=frame_shape)
         if masks:
             return masks
     return colour_proposals(image, cfg)

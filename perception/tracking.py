@@ -124,14 +124,9 @@ class MaskTracker:
         """Class-agnostic proposals inside the ROI (no network)."""
         if self.proposals is not None:
             return self.proposals(roi_img, roi_depth)
-        from perception.proposals import colour_proposals, depth_proposals
+        from perception.proposals import propose
 
-        if roi_depth is not None:
-            masks = depth_proposals(roi_depth, plane=self.plane, origin=origin,
-                                    frame_shape=frame_shape if self.plane is not None else None)
-            if masks:
-                return masks
-        return colour_proposals(roi_img)
+        return propose(roi_img, roi_depth, plane=self.plane, origin=origin, frame_shape=frame_shape)
 
     def visible_mask(self, image: np.ndarray) -> np.ndarray:
         """The tracked mask minus pixels whose colour the object's model finds unlikely (occluders)."""
