@@ -168,9 +168,8 @@ def depth_proposals(depth: np.ndarray, cfg: ProposalConfig = ProposalConfig(), p
     else:
         height = height_above_plane(depth, plane, origin, frame_shape)
     fg = height > cfg.plane_margin
-    d = np.asarray(depth, np.float64)
-    gy, gx = np.gradient(d)
-    jump = np.hypot(gx, gy) / np.maximum(d, 1e-6)
+    gy, gx = np.gradient(depth)
+    jump = np.hypot(gx, gy) / np.maximum(depth, 1e-6)
     masks = _components(fg, cfg, split=jump > cfg.edge_rel)
     return masks + stacked_unions(masks, cfg) if cfg.merge_fragments else masks
 

@@ -121,6 +121,7 @@ ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
     "colour only": {"vap_components": "colour", "vap_min_score": 0.0},
     "keypoints only": {"vap_components": "keypoints", "vap_min_score": 0.0},
     "embedding+colour": {"vap_components": "embedding,colour", "vap_min_score": 0.0},
+    "all cues, 64 px embedder crops": {"vap_embed_size": 64},  # the cheaper option (speed section of docs/vap.md)
 }
 STYLES = ("recolour", "overlay", "outline", "dim", "crop")
 

@@ -21,8 +21,7 @@ from perception.mobilenet_v2 import spatial_features
 from perception.text_encoder import load_text_encoder
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
 from policies.vla.conversions import ActionQueue, TemporalEnsembler, first_camera, resize_image
-from policies.vla.model import BACKBONES, VisionSpec
-from policies.vla.training import AUX_SCALE
+from policies.vla.model import AUX_SCALE, BACKBONES, VisionSpec
 
 EXECUTION_MODES = ("first", "ensemble", "queue")
 _MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)

@@ -32,6 +32,7 @@ class VisionSpec:
 
 
 BACKBONES = ("mobilenet_v2_imagenet", "cnn")
+AUX_SCALE = 0.1  # metres: the auxiliary target offset is predicted in units of 10 cm
 CNN_VISION = VisionSpec(backbone="cnn", blocks=0, input_size=96, channels=3)
 
 

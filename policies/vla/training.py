@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from envs.errors import ConfigError
 from policies.vla.checkpoint import HeadBundle, freeze
-from policies.vla.model import FiLMActionHead, HeadConfig, pixels_to_input
+from policies.vla.model import AUX_SCALE, FiLMActionHead, HeadConfig, pixels_to_input
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,6 @@ def chunk_targets(actions: np.ndarray, episode: np.ndarray, chunk: int) -> tuple
     return actions[last].astype(np.float32), same.astype(np.float32)
 
 
-AUX_SCALE = 0.1  # metres: the auxiliary target offset is predicted in units of 10 cm
 
 
 def aux_targets(data: DemoArrays) -> tuple[np.ndarray, np.ndarray]:
