@@ -68,6 +68,8 @@ class Demos:
     # The target's start position (world xyz) per frame: a privileged *training-only* label for the head's
     # auxiliary "where is the described object" loss; never an input of the policy.
     targets: list[np.ndarray] = field(default_factory=list)
+    # The goal's (anchor / receptacle) start position per frame, NaN for pick tasks: training-only, like targets.
+    goals: list[np.ndarray] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)  # one summary per attempted episode
 
     def __len__(self) -> int:
@@ -75,7 +77,7 @@ class Demos:
 
     def extend(self, other: Demos) -> None:
         """Append another collection's frames and episode records (e.g. the next block, or driven episodes)."""
-        for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets"):
+        for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets", "goals"):
             getattr(self, name).extend(getattr(other, name))
 
 
@@ -154,7 +156,10 @@ def collect_demos(
             expert.reset(text, {**info, "policy_seed": env_seed})
             if driver is not None:
                 driver.reset(text, {**info, "policy_seed": env_seed})
-            target_start = np.asarray(env.unwrapped.privileged_state()["target"]["start"], np.float32)
+            privileged = env.unwrapped.privileged_state()
+            target_start = np.asarray(privileged["target"]["start"], np.float32)
+            goal = privileged["goal_position"]
+            goal_start = np.full(3, np.nan, np.float32) if goal is None else np.asarray(goal, np.float32)
             frames, states, actions = [], [], []
             step_info: dict[str, Any] = {}
             while True:
@@ -191,6 +196,7 @@ def collect_demos(
                 demos.episode += [int(i)] * len(actions)
                 demos.task += [task] * len(actions)
                 demos.targets += [target_start] * len(actions)
+                demos.goals += [goal_start] * len(actions)
             if on_progress is not None:
                 on_progress(1)
     finally:

@@ -35,7 +35,7 @@ from launch.cli import ArgumentParser, main_guard
 from perception.text_encoder import load_text_encoder
 from policies.scripted_expert import DESCENTS
 from policies.vla.checkpoint import load_checkpoint, read_manifest, save_checkpoint
-from policies.vla.generic import GenericVLA, image_features
+from policies.vla.generic import GenericVLA, encode_words, image_features
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
 from policies.vla.training import DemoArrays, TrainConfig, train_head
 from sim_benchmarks.progress import progress_bar
@@ -96,6 +96,8 @@ def _write_block(path: Path, demos: Demos, images: np.ndarray | None = None) -> 
     extra = {"images": images} if images is not None else {}
     if demos.targets:
         extra["targets"] = np.stack(demos.targets).astype(np.float32)
+    if demos.goals:
+        extra["goals"] = np.stack(demos.goals).astype(np.float32)
     np.savez_compressed(tmp, **extra, features=feats,
              states=np.asarray(demos.states, np.float32).reshape(len(demos), -1),
              actions=np.asarray(demos.actions, np.float32).reshape(len(demos), -1),
@@ -111,7 +113,8 @@ def _read_block(path: Path) -> Demos:
     return Demos(frames=list(z["features"]) if n else [], instructions=meta["instructions"],
                  states=list(z["states"]), actions=list(z["actions"]), episode=[int(e) for e in z["episode"]],
                  task=meta["tasks"], episodes=meta["episodes"],
-                 targets=list(z["targets"]) if "targets" in z.files and n else [])
+                 targets=list(z["targets"]) if "targets" in z.files and n else [],
+                 goals=list(z["goals"]) if "goals" in z.files and n else [])
 
 
 BLOCK = 8  # episodes per saved block: an interrupted collection resumes from the last finished block
@@ -151,6 +154,7 @@ def save_cache(path: Path, demos: Demos, cfg: DemoConfig, vision: VisionSpec) ->
     np.savez(path, features=np.stack(demos.frames), states=np.stack(demos.states),
              actions=np.stack(demos.actions), episode=np.asarray(demos.episode),
              targets=np.stack(demos.targets) if len(demos.targets) == len(demos) else np.zeros((0, 3), np.float32),
+             goals=np.stack(demos.goals) if len(demos.goals) == len(demos) else np.zeros((0, 3), np.float32),
              text_index=np.asarray([table.index(t) for t in demos.instructions]),
              meta=json.dumps({"format": CACHE_FORMAT, "instructions": table, "demo_config": asdict(cfg),
                               "vision": asdict(vision), "episodes": demos.episodes, "tasks": demos.task}))
@@ -164,8 +168,9 @@ def load_cache(path: Path, vision: VisionSpec) -> tuple[dict[str, Any], dict[str
         z = np.load(path, allow_pickle=False)
         meta = json.loads(str(z["meta"]))
         arrays = {k: z[k] for k in ("features", "states", "actions", "episode", "text_index")}
-        if "targets" in z.files and len(z["targets"]) == len(arrays["actions"]):
-            arrays["targets"] = z["targets"]
+        for label in ("targets", "goals"):  # privileged training-only labels; caches from older runs may lack them
+            if label in z.files and len(z[label]) == len(arrays["actions"]):
+                arrays[label] = z[label]
     except (OSError, KeyError, ValueError) as exc:
         raise ConfigError(f"demo cache {str(path)!r} is not a readable {CACHE_FORMAT} file") from exc
     if meta.get("format") != CACHE_FORMAT:
@@ -227,6 +232,16 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--aux-weight", type=float, default=0.0,
                    help="weight of the auxiliary target-offset loss (0 = no auxiliary output)")
     p.add_argument("--xy-weight", type=float, default=1.0, help="loss weight of dx, dy (gripper is 2)")
+    p.add_argument("--memory", type=int, default=0,
+                   help="objects localised on the first frame and remembered: 0 (none), 1 (the described object) "
+                        "or 2 (+ the goal); needs the cnn backbone")
+    p.add_argument("--words", type=int, default=0,
+                   help="memory heads: ground up to this many instruction words one by one (word-additive "
+                        "heatmaps; 0 = the sentence vector conditions them)")
+    p.add_argument("--heatmap-weight", type=float, default=TrainConfig.heatmap_weight,
+                   help="memory heads: weight of the object heatmap loss (--aux-weight weighs their xy loss)")
+    p.add_argument("--memory-noise", type=float, default=TrainConfig.memory_noise,
+                   help="memory heads: noise (metres) on the remembered positions during training")
     p.add_argument("--workers", type=int, default=1, help="demo collection processes")
     p.add_argument("--demo-cache", type=Path, default=None, help="reuse a demos.npz instead of collecting")
     p.add_argument("--demo-blocks", type=Path, default=None,
@@ -253,6 +268,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if not 0.0 <= args.dropout < 1.0 or args.shift_cells < 0:
         raise ConfigError(f"--dropout must be in [0, 1) and --shift-cells >= 0, got {args.dropout}, "
                           f"{args.shift_cells}")
+    if args.memory not in (0, 1, 2) or args.heatmap_weight < 0 or args.memory_noise < 0:
+        raise ConfigError(f"--memory must be 0, 1 or 2 and --heatmap-weight, --memory-noise >= 0, got {args.memory}, "
+                          f"{args.heatmap_weight}, {args.memory_noise}")
+    if not 0 <= args.words <= 32 or (args.words and not args.memory):
+        raise ConfigError(f"--words must be in 0..32 and needs --memory > 0, got --words {args.words}, "
+                          f"--memory {args.memory}")
+    if args.memory and args.backbone != "cnn":
+        raise ConfigError(f"--memory needs --backbone cnn, got {args.backbone}")
     if args.minutes <= 0:
         raise ConfigError(f"--minutes must be > 0, got {args.minutes}")
     if args.width % 8:  # GroupNorm over 8 groups
@@ -297,14 +320,19 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         collect_s = 0.0
     meta, arr = load_cache(cache, vision)
-    texts = load_text_encoder().encode(meta["instructions"])
+    encoder = load_text_encoder()
+    texts = encoder.encode(meta["instructions"])
+    embodiment = np.asarray([GENERIC_TASKS[t].embodiment for t in meta["tasks"]])
     data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
-                      arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"))
+                      arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"), arr.get("goals"),
+                      embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None)
     head_cfg = HeadConfig(vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
-                          dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 else 0)
+                          dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0,
+                          memory=args.memory, words=args.words)
     train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                             patience=args.patience, max_minutes=args.minutes, seed=args.seed,
-                            shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight)
+                            shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
+                            heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise)
     log = TrainLog(out)
     steps_per_epoch = max(1, int(np.ceil(len(data) * (1 - train_cfg.val_fraction) / args.batch_size)))
     with progress_bar(args.epochs * steps_per_epoch, "training head") as advance:
@@ -329,7 +357,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             if isinstance(rec, dict):
                 log.append({"eval_task": task, **rec})
     wall = time.perf_counter() - start
-    grad_steps = stats["epochs_run"] * steps_per_epoch
+    grad_steps = stats["epochs_run"] * stats["steps_per_epoch"]
     summary = log.write_summary({
         "env": "personalized_simpler:generic", "agent": "generic_vla_bc", "steps": grad_steps,
         "return_last100": evaluation.get("mean_success_rate"), "steps_per_second": grad_steps / max(

@@ -1,8 +1,10 @@
-"""Where does the generic VLA think the described object is? First-frame grounding of its auxiliary head.
+"""Where does the generic VLA think the described object is? First-frame grounding of its head.
 
     python -m sim_benchmarks.vla_grounding --episodes 30 --seed 10000 --out runs/vla_grounding
 
-The shipped head has a training-only auxiliary output: the described object's xy offset from the gripper. On the
+An object-memory head (the shipped one) localises the described object on the first frame and remembers its table
+position; older heads have a training-only auxiliary output instead (the object's xy offset from the gripper).
+Either way :meth:`GenericVLA.predict_target_offset` gives the offset. On the
 first frame of each episode (nothing has moved yet) this benchmark adds that offset to the gripper position and
 asks which object of the scene is nearest: the described target, a same-category look-alike (``distractor``),
 another object (``clutter``, the anchor or receptacle). Run on train- and test-split instances side by side, it
@@ -43,7 +45,8 @@ def first_frame_grounding(policy: GenericVLA, task: str, split: str, episodes: i
             policy.reset(obs["instruction"], info)
             offset = policy.predict_target_offset(obs)
             if offset is None:
-                raise ConfigError("this checkpoint has no auxiliary target output (aux_dim 0); nothing to read")
+                raise ConfigError("this checkpoint has neither an object memory nor an auxiliary target output; "
+                                  "nothing to read")
             state = env.unwrapped.privileged_state()  # privileged: only to score the prediction
             guess = np.asarray(obs["ee_state"], float)[:2] + offset
             objects = [(float(np.linalg.norm(np.asarray(o["position"])[:2] - guess)), o["role"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,12 +62,44 @@ EMBODIMENTS: dict[str, Embodiment] = {
 }
 
 
+NEAR, FAR = 0.05, 3.0  # the main camera's clipping planes (metres)
+
+
+def camera_matrices(embodiment: str) -> tuple[np.ndarray, np.ndarray]:
+    """(view, projection) 4×4 matrices of an embodiment's main camera, OpenGL convention (what pybullet renders)."""
+    e = EMBODIMENTS[embodiment]
+    forward = np.subtract(e.camera_target, e.camera_eye)
+    forward = forward / np.linalg.norm(forward)
+    side = np.cross(forward, (0.0, 0.0, 1.0))
+    side = side / np.linalg.norm(side)
+    up = np.cross(side, forward)
+    view = np.eye(4)
+    view[0, :3], view[1, :3], view[2, :3] = side, up, -forward
+    view[:3, 3] = -view[:3, :3] @ np.asarray(e.camera_eye)
+    f = 1.0 / math.tan(math.radians(e.fov) / 2)
+    proj = np.zeros((4, 4))
+    proj[0, 0] = proj[1, 1] = f  # aspect 1: square images
+    proj[2, 2], proj[2, 3] = (FAR + NEAR) / (NEAR - FAR), 2 * FAR * NEAR / (NEAR - FAR)
+    proj[3, 2] = -1.0
+    return view, proj
+
+
+def project_to_image(embodiment: str, points: np.ndarray) -> np.ndarray:
+    """World xyz points (N×3) → main-camera image coordinates (N×2) in [-1, 1]: x to the right, y downwards,
+    ±1 at the image edges (independent of the rendered size). Used for training labels, never by a policy."""
+    view, proj = camera_matrices(embodiment)
+    pts = np.asarray(points, np.float64).reshape(-1, 3)
+    clip = (proj @ view @ np.c_[pts, np.ones(len(pts))].T).T
+    ndc = clip[:, :2] / clip[:, 3:4]
+    return np.stack([ndc[:, 0], -ndc[:, 1]], axis=1)
+
+
 def texture_file(texture: np.ndarray) -> str:
     """Cache a texture array as PNG (named by content hash) so ``loadTexture`` can read it."""
     digest = hashlib.sha256(texture.tobytes() + str(texture.shape).encode()).hexdigest()[:16]
     path = mesh_cache_dir() / f"tex_{digest}.png"
     if not path.exists():
-        tmp = path.with_suffix(".tmp.png")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.png")  # per process: parallel workers share the cache
         Image.fromarray(texture).save(tmp)
         tmp.replace(path)
     return str(path)
@@ -79,7 +112,7 @@ class TabletopScene:
         self.embodiment = EMBODIMENTS[embodiment]
         self.image_size = int(image_size)
         self.client = p.connect(p.DIRECT)
-        self._near, self._far = 0.05, 3.0
+        self._near, self._far = NEAR, FAR
         e = self.embodiment
         self.view = p.computeViewMatrix(e.camera_eye, e.camera_target, (0.0, 0.0, 1.0), physicsClientId=self.client)
         self.proj = p.computeProjectionMatrixFOV(e.fov, 1.0, self._near, self._far, physicsClientId=self.client)

@@ -51,6 +51,19 @@ def image_features(images: np.ndarray, vision: VisionSpec) -> torch.Tensor:
     return spatial_features(arr, size=None, blocks=vision.blocks)
 
 
+def encode_words(text_encoder: Any, instructions: list[str], max_words: int) -> np.ndarray:
+    """Per-word embeddings of each instruction (len × max_words × 384, zero rows pad short instructions): the
+    input of word-additive grounding heads. Words are lower-cased whitespace tokens; extra words are dropped."""
+    tokens = [t.lower().split()[:max_words] for t in instructions]
+    vocab = sorted({w for ws in tokens for w in ws})
+    table = dict(zip(vocab, text_encoder.encode(vocab), strict=True)) if vocab else {}
+    out = np.zeros((len(instructions), max_words, 384), np.float32)
+    for i, ws in enumerate(tokens):
+        for j, w in enumerate(ws):
+            out[i, j] = table[w]
+    return out
+
+
 def state_vector(obs: dict[str, Any], state_dim: int, indices: tuple[int, ...] = ()) -> np.ndarray:
     """The proprioceptive input: ``obs["ee_state"]`` flattened, restricted to ``indices`` when given."""
     if state_dim == 0:
@@ -91,6 +104,8 @@ class GenericVLA:
         self.text_encoder = text_encoder if text_encoder is not None else load_text_encoder()
         self.instruction = ""
         self._text: torch.Tensor | None = None
+        self._memory: torch.Tensor | None = None  # object-memory heads: what the episode's first frame showed
+        self._words: torch.Tensor | None = None  # word-additive heads: the instruction's per-word embeddings
         self._mean = torch.as_tensor(bundle.action_mean, dtype=torch.float32)
         self._std = torch.as_tensor(bundle.action_std, dtype=torch.float32)
 
@@ -108,14 +123,21 @@ class GenericVLA:
         """Encode the (optionally rewritten) instruction once per episode; clear the action ensemble."""
         self.instruction = self.instruction_rewrite(instruction) if self.instruction_rewrite else instruction
         self.set_text_embedding(self.text_encoder.encode([self.instruction])[0])
+        if self.cfg.words:
+            self._words = torch.as_tensor(encode_words(self.text_encoder, [self.instruction], self.cfg.words))
+        self._memory = None
         self.ensembler.reset()
         self.queue.reset()
 
     def set_text_embedding(self, embedding: np.ndarray) -> None:
         """Condition on an arbitrary instruction-space vector (the soft-prompt baseline feeds a learned one)."""
         self._text = torch.as_tensor(np.asarray(embedding, dtype=np.float32)).view(1, -1)
+        # A word-additive head grounds such a vector as a one-word instruction.
+        self._words = self._text.view(1, 1, -1) if self.cfg.words else None
+        self._memory = None
 
-    def _inputs(self, obs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def _inputs(self, obs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
+                                                  torch.Tensor | None]:
         if self._text is None:
             raise RuntimeError("call reset(instruction, info) before act(obs)")
         feats = image_features(first_camera(obs["image"]), self.cfg.vision)
@@ -124,7 +146,9 @@ class GenericVLA:
             raw = state_vector(obs, self.cfg.state_dim, self.cfg.state_indices)
             s = (raw - self.bundle.state_mean) / self.bundle.state_std
             state = torch.as_tensor(s, dtype=torch.float32).view(1, -1)
-        return feats, self._text, state
+        if self.cfg.memory and self._memory is None:  # the episode's first frame: localise and remember
+            self._memory = self.bundle.head.remember(feats, self._text, self._words)
+        return feats, self._text, state, self._memory
 
     @torch.inference_mode()
     def predict_chunk(self, obs: dict[str, Any]) -> np.ndarray:
@@ -134,8 +158,12 @@ class GenericVLA:
 
     @torch.inference_mode()
     def predict_target_offset(self, obs: dict[str, Any]) -> np.ndarray | None:
-        """Where the head thinks the described object is: its xy offset from the gripper in metres (a
-        diagnostic read from the training-only auxiliary output; None for heads trained without one)."""
+        """Where the head thinks the described object is: its xy offset from the gripper in metres (object-memory
+        heads: the remembered position; others: the training-only auxiliary output; None without either)."""
+        if self.cfg.memory:
+            inputs = self._inputs(obs)
+            ee_xy = np.asarray(obs["ee_state"], np.float32).reshape(-1)[:2]
+            return inputs[3][0, 0, :2].numpy() - ee_xy
         if not self.cfg.aux_dim:
             return None
         aux = self.bundle.head.forward_with_aux(*self._inputs(obs))[1]

@@ -33,6 +33,9 @@ class VisionSpec:
 
 BACKBONES = ("mobilenet_v2_imagenet", "cnn")
 AUX_SCALE = 0.1  # metres: the auxiliary target offset is predicted in units of 10 cm
+TABLE_CENTRE = (0.55, 0.0)  # world xy the memory's positions are predicted around (metres)
+MEMORY_DESCRIPTOR = 32  # per remembered object: its heatmap-weighted features, projected to this size
+WORD_FEATURES = 32  # word-additive grounding: per-pixel feature size each word's detector reads
 CNN_VISION = VisionSpec(backbone="cnn", blocks=0, input_size=96, channels=3)
 
 
@@ -61,6 +64,17 @@ class HeadConfig:
     # Auxiliary output (training only): the described object's xy offset from the gripper. Supervising it on
     # every pre-grasp frame teaches grounding far faster than the few approach actions per demo do. 0 = none.
     aux_dim: int = 0
+    # Object memory: how many objects the head localises on the episode's *first* frame and remembers (0 = none;
+    # 2 = the described object and the goal — anchor or receptacle). A language-conditioned heatmap at half the
+    # input resolution finds each object's base in the image, a small geometry MLP maps it to table xy, and the
+    # action MLP receives those positions relative to the gripper. Objects stand still until grasped, so the
+    # first, unoccluded view is where grounding is easiest; later frames have the gripper in front of them.
+    memory: int = 0
+    # Word-additive grounding (memory heads): the heatmaps are not conditioned on the sentence vector but are a sum
+    # of per-word linear detectors over language-free features, one term per instruction word (up to ``words``
+    # words). A product of per-word experts ("blue" × "striped" × "mug") can find attribute combinations never seen
+    # together in training; a FiLM on the whole sentence memorises the combinations it saw. 0 = sentence FiLM.
+    words: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (nested vision spec included)."""
@@ -132,6 +146,31 @@ class FiLMActionHead(nn.Module):
         self.text_proj = nn.Linear(cfg.text_dim, 64)
         self.state_proj = nn.Linear(cfg.state_dim, 32) if cfg.state_dim > 0 else None
         mlp_in = 2 * cfg.keypoints + 64 + (32 if cfg.state_dim > 0 else 0)
+        if cfg.words and not cfg.memory:
+            raise ConfigError("word-additive grounding (words > 0) needs an object-memory head (memory > 0)")
+        if cfg.memory:
+            if cfg.vision.backbone != "cnn" or cfg.state_dim < 2 or cfg.state_indices[:2] not in ((), (0, 1)):
+                raise ConfigError("an object-memory head needs the cnn backbone and ee_state x, y as its first inputs")
+            if cfg.words:
+                # Language-free grounding features: two more convs on the stem, upsampled to the stem's first
+                # (stride-2) layer and fused with it; each word projects to one linear detector per object.
+                self.ground = nn.Sequential(
+                    nn.Conv2d(cfg.width, cfg.width, 3, padding=1), nn.GroupNorm(8, cfg.width), nn.ReLU(),
+                    nn.Conv2d(cfg.width, cfg.width, 3, padding=1), nn.GroupNorm(8, cfg.width), nn.ReLU())
+                self.heat = nn.Sequential(nn.Conv2d(cfg.width + 32, WORD_FEATURES, 1), nn.ReLU())
+                self.word_proj = nn.Linear(cfg.text_dim, cfg.memory * WORD_FEATURES)
+                self.heat_bias = nn.Conv2d(WORD_FEATURES, cfg.memory, 1)
+            else:
+                # Heatmap decoder: the FiLM map upsampled to the stem's first (stride-2) layer, plus that layer.
+                self.heat = nn.Sequential(nn.Conv2d(cfg.width + 32, 16, 1), nn.ReLU(),
+                                          nn.Conv2d(16, cfg.memory, 3, padding=1))
+            self.geometry = nn.Sequential(nn.Linear(2 + cfg.width, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                                          nn.Linear(128, 2))
+            self.descriptor = nn.Linear(cfg.width, MEMORY_DESCRIPTOR)
+            # ee_state x, y normalisation (set by training): the memory is compared with the gripper in metres.
+            self.register_buffer("ee_xy_mean", torch.zeros(2))
+            self.register_buffer("ee_xy_std", torch.ones(2))
+            mlp_in += cfg.memory * (4 + MEMORY_DESCRIPTOR)
         self.mlp = nn.Sequential(
             nn.Linear(mlp_in, cfg.hidden), nn.ReLU(),
             nn.Linear(cfg.hidden, cfg.hidden), nn.ReLU(),
@@ -139,21 +178,82 @@ class FiLMActionHead(nn.Module):
         )
         self.aux = nn.Linear(cfg.hidden, cfg.aux_dim) if cfg.aux_dim > 0 else None
 
-    def forward(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
-        return self.forward_with_aux(feats, text, state)[0]
+    def forward(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None,
+                memory: torch.Tensor | None = None, words: torch.Tensor | None = None) -> torch.Tensor:
+        return self.forward_with_aux(feats, text, state, memory, words=words)[0]
 
-    def forward_with_aux(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None,
-                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(action chunk, auxiliary prediction or None) — the auxiliary output is only used by training."""
+    def trunk(self, feats: torch.Tensor, text: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor,
+                                                                       torch.Tensor]:
+        """(stride-2 stem features or None, stem output, language-modulated feature map) of a batch of inputs."""
         x = pixels_to_input(feats) if feats.dtype == torch.uint8 else feats.float()
-        x = self.drop(self.inp(x))
+        fine = None
+        if self.cfg.memory:  # keep the stem's first layer for the heatmap decoder
+            fine = self.inp[:3](x)
+            x = self.inp[3:](fine)
+        else:
+            x = self.inp(x)
+        stem = x
+        x = self.drop(x)
         for block in self.blocks:
             x = block(x, text)
+        return fine, stem, x
+
+    def localise(self, fine: torch.Tensor, stem: torch.Tensor, coarse: torch.Tensor,
+                 words: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Each remembered object's heatmap logits (N×M×G×G), image position ``uv`` (N×M×2, [-1, 1] edge-aligned,
+        y down), table position ``xy`` (N×M×2, metres) and heatmap-weighted feature descriptor (N×M×width).
+
+        Word-additive heads need ``words`` (N×W×384 word embeddings, zero rows = padding)."""
+        n, m = coarse.shape[0], self.cfg.memory
+        if self.cfg.words:
+            if words is None:
+                raise ValueError("this head grounds words one by one; pass the instruction's word embeddings")
+            g_in = F.interpolate(self.ground(stem), size=fine.shape[-2:], mode="bilinear", align_corners=False)
+            feat = self.heat(torch.cat([g_in, fine], dim=1))  # N×D×G×G
+            present = (words.abs().sum(-1) > 0).float()  # N×W
+            detectors = self.word_proj(words).view(n, -1, m, WORD_FEATURES) * present[:, :, None, None]
+            logits = torch.einsum("nwkd,ndyx->nkyx", detectors, feat) / WORD_FEATURES ** 0.5 + self.heat_bias(feat)
+        else:
+            up = F.interpolate(coarse, size=fine.shape[-2:], mode="bilinear", align_corners=False)
+            logits = self.heat(torch.cat([up, fine], dim=1))
+        g = logits.shape[-1]
+        probs = torch.softmax(logits.flatten(2), dim=-1).view(n, m, g, g)
+        centres = (torch.arange(g, dtype=probs.dtype) * 2 + 1) / g - 1
+        uv = torch.stack([(probs.sum(2) * centres).sum(-1), (probs.sum(3) * centres).sum(-1)], dim=-1)
+        factor = g // coarse.shape[-1]
+        pooled = F.avg_pool2d(probs, factor) * factor * factor  # the same distribution on the coarse grid
+        desc = torch.einsum("nmhw,nchw->nmc", pooled, coarse)
+        scene = coarse.mean((2, 3))[:, None, :].expand(n, m, coarse.shape[1])
+        xy = self.geometry(torch.cat([uv, scene], dim=-1)) * AUX_SCALE + torch.tensor(TABLE_CENTRE)
+        return {"logits": logits, "uv": uv, "xy": xy, "desc": desc}
+
+    def remember(self, feats: torch.Tensor, text: torch.Tensor, words: torch.Tensor | None = None) -> torch.Tensor:
+        """The object memory of a first frame: N×M×(2 + width) = table xy (metres) ‖ descriptor."""
+        loc = self.localise(*self.trunk(feats, text), words=words)
+        return torch.cat([loc["xy"], loc["desc"]], dim=-1)
+
+    def forward_with_aux(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None,
+                         memory: torch.Tensor | None = None, trunk: tuple[torch.Tensor, ...] | None = None,
+                         words: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(action chunk, auxiliary prediction or None) — the auxiliary output is only used by training.
+
+        Object-memory heads take ``memory`` from :meth:`remember` on the episode's first frame (computed from
+        ``feats`` when omitted, i.e. when this is the first frame); ``trunk`` reuses an already computed trunk.
+        """
+        x = (trunk if trunk is not None else self.trunk(feats, text))[-1]
         parts = [spatial_softmax(self.keypoint_conv(x)), F.relu(self.text_proj(text))]
         if self.state_proj is not None:
             if state is None:
                 raise ValueError("this head was trained with a state input; pass state")
             parts.append(F.relu(self.state_proj(state.float())))
+        if self.cfg.memory:
+            if memory is None:
+                memory = self.remember(feats, text, words)
+            ee_xy = state[:, :2].float() * self.ee_xy_std + self.ee_xy_mean
+            xy, desc = memory[..., :2], memory[..., 2:]
+            centre = torch.tensor(TABLE_CENTRE)
+            rel = (xy - ee_xy[:, None, :]) / AUX_SCALE
+            parts += [rel.flatten(1), ((xy - centre) / AUX_SCALE).flatten(1), F.relu(self.descriptor(desc)).flatten(1)]
         hidden = self.mlp[:-1](torch.cat(parts, dim=1))
         out = self.mlp[-1](hidden).view(-1, self.cfg.chunk, self.cfg.action_dim)
         return out, (self.aux(hidden) if self.aux is not None else None)

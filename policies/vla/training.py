@@ -19,6 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from envs.errors import ConfigError
+from envs.manipulation.scene import project_to_image
 from policies.vla.checkpoint import HeadBundle, freeze
 from policies.vla.model import AUX_SCALE, FiLMActionHead, HeadConfig, pixels_to_input
 
@@ -43,6 +44,13 @@ class TrainConfig:
     # Moving the whole view keeps the gripper-to-object offset (what the action depends on), so the head cannot
     # key on absolute map positions of a memorised demo. 0 = off.
     shift_cells: float = 0.0
+    # Object-memory heads: weight of the heatmap cross-entropy (the geometry's xy loss uses ``aux_weight``), the
+    # heatmap label's Gaussian width in cells, and the noise (metres) added to the remembered positions the action
+    # MLP sees, so it does not learn to trust them more than a held-out scene deserves.
+    heatmap_weight: float = 0.5
+    heatmap_sigma: float = 1.0
+    memory_noise: float = 0.005
+    frames_per_episode: int = 4  # memory heads: batches hold this many frames per episode (one first frame each)
 
 
 @dataclass
@@ -56,6 +64,9 @@ class DemoArrays:
     actions: np.ndarray  # N×7 float32
     episode: np.ndarray  # N int
     targets: np.ndarray | None = None  # N×3 target start xyz (privileged, only for the auxiliary loss)
+    goals: np.ndarray | None = None  # N×3 goal start xyz, NaN for pick tasks (privileged, memory heads only)
+    embodiment: np.ndarray | None = None  # N embodiment names (which camera saw the frame; memory heads only)
+    word_table: np.ndarray | None = None  # T×W×384 per-word embeddings of each instruction (word-additive heads)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -91,10 +102,60 @@ def aux_targets(data: DemoArrays) -> tuple[np.ndarray, np.ndarray]:
     return offset.astype(np.float32), mask
 
 
-def shift_features(feats: torch.Tensor, max_cells: float, gen: torch.Generator) -> torch.Tensor:
-    """Translate each N×C×h×w map by a random (dx, dy) in [-max_cells, max_cells] cells, edges replicated."""
+def memory_labels(data: DemoArrays, memory: int) -> dict[str, np.ndarray]:
+    """Per-frame labels of the remembered objects (described object, goal): table ``xy`` (N×M×2, metres), image
+    ``uv`` (N×M×2, see :func:`envs.manipulation.scene.project_to_image`) and ``valid`` (N×M): the described object
+    only until the episode's first grasp (it moves after), the goal wherever the task has one."""
+    if data.targets is None or data.embodiment is None or (memory > 1 and data.goals is None):
+        raise ConfigError("an object-memory head needs demonstrations with target/goal positions and embodiments")
+    points = [data.targets, data.goals][:memory]
+    _, pre_grasp = aux_targets(data)
+    xy = np.zeros((len(data), memory, 2), np.float32)
+    uv = np.zeros((len(data), memory, 2), np.float32)
+    valid = np.zeros((len(data), memory), np.float32)
+    for k, pts in enumerate(points):
+        ok = np.isfinite(pts).all(1)
+        xy[ok, k] = pts[ok, :2]
+        for name in np.unique(data.embodiment):
+            sel = ok & (data.embodiment == name)
+            uv[sel, k] = project_to_image(str(name), pts[sel])
+        inside = (np.abs(uv[:, k]) < 1).all(1)
+        valid[:, k] = ok & inside & ((pre_grasp > 0) if k == 0 else True)
+    return {"xy": xy, "uv": uv, "valid": valid}
+
+
+def heatmap_loss(logits: torch.Tensor, uv: torch.Tensor, valid: torch.Tensor, sigma_cells: float) -> torch.Tensor:
+    """Cross-entropy of N×M×G×G heatmap logits against Gaussian labels centred at ``uv`` (masked by ``valid``)."""
+    g = logits.shape[-1]
+    centres = (torch.arange(g, dtype=torch.float32) * 2 + 1) / g - 1
+    s2 = 2 * (sigma_cells * 2 / g) ** 2
+    lx = torch.exp(-(centres[None, None, :] - uv[..., 0:1]) ** 2 / s2)
+    ly = torch.exp(-(centres[None, None, :] - uv[..., 1:2]) ** 2 / s2)
+    label = ly[..., :, None] * lx[..., None, :]
+    label = label / label.sum((-2, -1), keepdim=True)
+    ce = -(label * torch.log_softmax(logits.flatten(2), -1).view_as(logits)).sum((-2, -1))
+    return (ce * valid).sum() / valid.sum().clamp(min=1.0)
+
+
+def episode_batches(idx: np.ndarray, episode: np.ndarray, per_episode: int, batch_size: int,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffled batches of frame indices in groups of ``per_episode`` frames of one episode, so a batch needs
+    only ``batch_size / per_episode`` first frames for the object memory."""
+    groups = []
+    for e in np.unique(episode[idx]):
+        frames = rng.permutation(idx[episode[idx] == e])
+        groups += [frames[i:i + per_episode] for i in range(0, len(frames), per_episode)]
+    order = rng.permutation(len(groups))
+    per_batch = max(1, batch_size // per_episode)
+    return [np.concatenate([groups[j] for j in order[b:b + per_batch]]) for b in range(0, len(order), per_batch)]
+
+
+def shift_features(feats: torch.Tensor, max_cells: float, gen: torch.Generator,
+                   offsets: torch.Tensor | None = None) -> torch.Tensor:
+    """Translate each N×C×h×w map by a random (dx, dy) in [-max_cells, max_cells] cells, edges replicated
+    (or by the given N×2 ``offsets``, in cells: content moves by −offset)."""
     n, _, h, w = feats.shape
-    offs = (torch.rand(n, 2, generator=gen) * 2 - 1) * max_cells
+    offs = (torch.rand(n, 2, generator=gen) * 2 - 1) * max_cells if offsets is None else offsets
     theta = torch.zeros(n, 2, 3)
     theta[:, 0, 0] = theta[:, 1, 1] = 1.0
     theta[:, 0, 2] = offs[:, 0] * 2 / w  # affine_grid works in [-1, 1] units: one cell is 2/w
@@ -152,16 +213,68 @@ def train_head(
     train_idx = torch.as_tensor(np.flatnonzero(train_m))
     val_idx = torch.as_tensor(np.flatnonzero(val_m))
     steps_per_epoch = max(1, (len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
+    if head_cfg.memory:  # episode-grouped batches: the count depends on the episodes' lengths, not the order
+        _, lengths = np.unique(data.episode[train_m], return_counts=True)
+        groups = int(np.sum(-(-lengths // cfg.frames_per_episode)))
+        per_batch = max(1, cfg.batch_size // cfg.frames_per_episode)
+        steps_per_epoch = max(1, -(-groups // per_batch))
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs * steps_per_epoch)
+
+    mem = None
+    if head_cfg.memory:
+        labels = memory_labels(data, head_cfg.memory)
+        mem = {k: torch.as_tensor(v) for k, v in labels.items()}
+        starts = np.zeros(len(data), np.int64)  # each frame's episode's first frame
+        for e in np.unique(data.episode):
+            idx_e = np.flatnonzero(data.episode == e)
+            starts[idx_e] = idx_e[0]
+        first_of = torch.as_tensor(starts)
+    words = None
+    if head_cfg.words:
+        if data.word_table is None or data.word_table.shape[1] != head_cfg.words:
+            raise ConfigError(f"a word-additive head needs per-word instruction embeddings ({head_cfg.words} words)")
+        words = torch.as_tensor(data.word_table, dtype=torch.float32)
+        head.ee_xy_mean.copy_(torch.as_tensor(s_mean[:2]))
+        head.ee_xy_std.copy_(torch.as_tensor(np.where(s_std[:2] > 0, s_std[:2], 1)))
 
     def loss_on(idx: torch.Tensor, augment: bool = False) -> torch.Tensor:
         feats = data.features[idx]
         feats = pixels_to_input(feats) if feats.dtype == torch.uint8 else feats.float()
+        offs = None
         if augment and cfg.shift_cells > 0:
-            feats = shift_features(feats, cfg.shift_cells, gen)
-        pred, aux = head.forward_with_aux(feats, text[tidx[idx]], states[idx] if head_cfg.state_dim else None)
+            offs = (torch.rand(len(idx), 2, generator=gen) * 2 - 1) * cfg.shift_cells
+            feats = shift_features(feats, cfg.shift_cells, gen, offs)
+        txt = text[tidx[idx]]
+        st = states[idx] if head_cfg.state_dim else None
+        extra = torch.zeros(())
+        if mem is None:
+            pred, aux = head.forward_with_aux(feats, txt, st)
+        else:
+            # The memory comes from each episode's first frame (never shifted: its geometry is the camera's).
+            firsts, inverse = torch.unique(first_of[idx], return_inverse=True)
+            first_loc = head.localise(*head.trunk(data.features[firsts], text[tidx[firsts]]),
+                                      words=None if words is None else words[tidx[firsts]])
+            xy = first_loc["xy"][inverse]
+            seen = xy.detach()
+            if augment and cfg.memory_noise > 0:
+                seen = seen + torch.randn(seen.shape, generator=gen) * cfg.memory_noise
+            memory = torch.cat([seen, first_loc["desc"][inverse]], dim=-1)
+            trunk = head.trunk(feats, txt)
+            pred, aux = head.forward_with_aux(feats, txt, st, memory=memory, trunk=trunk)
+            # Heatmaps on the first frames (what the memory uses) and on the current frames (more supervision).
+            cur_uv = mem["uv"][idx]
+            if offs is not None:
+                g = trunk[-1].shape[-1]
+                cur_uv = cur_uv - (offs * 2 / g)[:, None, :]
+            valid = mem["valid"][idx] * (cur_uv.abs() < 1).all(-1)
+            cur_logits = head.localise(*trunk, words=None if words is None else words[tidx[idx]])["logits"]
+            extra = cfg.heatmap_weight * 0.5 * (
+                heatmap_loss(first_loc["logits"], mem["uv"][firsts], mem["valid"][firsts], cfg.heatmap_sigma)
+                + heatmap_loss(cur_logits, cur_uv, valid, cfg.heatmap_sigma))
+            xy_err = ((first_loc["xy"] - mem["xy"][firsts]) / AUX_SCALE).pow(2).sum(-1) * mem["valid"][firsts]
+            extra = extra + cfg.aux_weight * xy_err.sum() / mem["valid"][firsts].sum().clamp(min=1.0)
         err = (pred - y[idx]).pow(2) * dim_w
-        loss = (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim)
+        loss = (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim) + extra
         if aux is not None and cfg.aux_weight > 0:
             aux_err = (aux - aux_y[idx]).pow(2).sum(1) * aux_m[idx]
             loss = loss + cfg.aux_weight * aux_err.sum() / aux_m[idx].sum().clamp(min=1.0)
@@ -173,10 +286,15 @@ def train_head(
     stopped_by = "epochs"
     for epoch in range(cfg.epochs):
         head.train()
-        perm = train_idx[torch.randperm(len(train_idx), generator=gen)]
+        if mem is None:
+            perm = train_idx[torch.randperm(len(train_idx), generator=gen)]
+            batches = [perm[b * cfg.batch_size:(b + 1) * cfg.batch_size] for b in range(steps_per_epoch)]
+        else:
+            batches = [torch.as_tensor(b) for b in episode_batches(
+                train_idx.numpy(), data.episode, cfg.frames_per_episode, cfg.batch_size,
+                np.random.default_rng([cfg.seed, epoch]))]
         total = 0.0
-        for b in range(steps_per_epoch):
-            idx = perm[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+        for idx in batches:
             loss = loss_on(idx, augment=True)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -187,7 +305,8 @@ def train_head(
                 on_progress(1)
         head.eval()
         with torch.no_grad():
-            val = float(np.mean([float(loss_on(val_idx[i:i + 1024])) for i in range(0, len(val_idx), 1024)])) \
+            step = 1024 if mem is None else 256
+            val = float(np.mean([float(loss_on(val_idx[i:i + step])) for i in range(0, len(val_idx), step)])) \
                 if len(val_idx) else total / len(train_idx)
         record = {"epoch": epoch + 1, "train_loss": total / len(train_idx), "val_loss": val,
                   "wall_s": round(time.perf_counter() - start, 2)}
@@ -209,6 +328,7 @@ def train_head(
     bundle = HeadBundle(head_cfg, head, a_mean.astype(np.float32), a_std.astype(np.float32),
                         s_mean.astype(np.float32), np.where(s_std > 0, s_std, 1).astype(np.float32))
     stats = {"best_val_loss": best_val, "best_epoch": best_epoch, "epochs_run": len(history),
-             "stopped_by": stopped_by, "train_frames": int(train_m.sum()), "val_frames": int(val_m.sum()),
+             "stopped_by": stopped_by, "steps_per_epoch": steps_per_epoch, "train_frames": int(train_m.sum()),
+             "val_frames": int(val_m.sum()),
              "train_s": round(time.perf_counter() - start, 2), "history": history}
     return bundle, stats

@@ -9,6 +9,7 @@ from envs.errors import ConfigError
 from envs.manipulation import gym_id
 from envs.manipulation.env import ALL_TASKS, PersonalizedSimplerEnv, make_env
 from envs.manipulation.objects import COLOURS, LIBRARY
+from envs.manipulation.scene import project_to_image
 
 SMALL = {"image_size": 64}
 
@@ -189,4 +190,21 @@ def test_gym_registration():
     env = gym.make(gym_id("bridge_put_my_on"), options={"image_size": 48, "references": False})
     obs, _ = env.reset(seed=0)
     assert obs["image"].shape == (48, 48, 3)
+    env.close()
+
+
+@pytest.mark.parametrize("task", ["fractal_pick", "bridge_put_on"])
+def test_project_to_image_lands_on_the_rendered_object(task):
+    """The camera model behind the memory heads' labels: a body's projected base lies at its mask's bottom."""
+    env = make_env(task, {"image_size": 128, "privileged": True})
+    obs, _ = env.reset(seed=4)
+    state = env.unwrapped.privileged_state()
+    for obj in state["objects"]:
+        mask = obs["segmentation"] == obj["body"]
+        if mask.sum() < 30:  # hidden behind another object
+            continue
+        u, v = (project_to_image(env.unwrapped.task.embodiment, np.asarray(obj["position"])[None])[0] + 1) / 2 * 128
+        rows, cols = np.nonzero(mask)
+        assert cols.min() - 2 <= u <= cols.max() + 2, (obj["instance_id"], u, cols.min(), cols.max())
+        assert np.percentile(rows, 50) <= v <= rows.max() + 3, (obj["instance_id"], v, rows.min(), rows.max())
     env.close()

@@ -156,4 +156,4 @@ def test_first_frame_grounding_benchmark_reads_the_auxiliary_head(bundle, tmp_pa
     save_checkpoint(bundle, tmp_path / "noaux")
     assert main(["--checkpoint", str(tmp_path / "noaux"), "--episodes", "1", "--tasks", "bridge_pick",
                  "--splits", "test", "--out", str(tmp_path / "bad")]) == 2
-    assert "no auxiliary target output" in capsys.readouterr().err
+    assert "neither an object memory nor an auxiliary target output" in capsys.readouterr().err

@@ -9,7 +9,15 @@ import torch
 from envs.errors import ConfigError
 from policies.vla.checkpoint import load_checkpoint, parameter_digest, save_checkpoint, sha256_file
 from policies.vla.model import FiLMActionHead, HeadConfig, VisionSpec, spatial_softmax
-from policies.vla.training import DemoArrays, TrainConfig, chunk_targets, split_episodes, train_head
+from policies.vla.training import (
+    DemoArrays,
+    TrainConfig,
+    chunk_targets,
+    episode_batches,
+    heatmap_loss,
+    split_episodes,
+    train_head,
+)
 
 SMALL = HeadConfig(vision=VisionSpec(channels=8, input_size=96), state_dim=2, width=32, keypoints=8, hidden=64,
                    chunk=2)
@@ -206,3 +214,68 @@ def test_cnn_backbone_learns_colour_grounding_from_pixels(tmp_path):
     digest = save_checkpoint(bundle, tmp_path / "ck")
     again = load_checkpoint(tmp_path / "ck")
     assert again.config.vision.backbone == "cnn" and sha256_file(tmp_path / "ck" / "head.pt") == digest
+
+
+def test_heatmap_loss_is_lowest_at_the_labelled_cell_and_masked():
+    g = 8
+    uv = torch.tensor([[[-0.625, 0.375]]])  # the centre of cell (row 5, column 2)
+    hit = torch.full((1, 1, g, g), -5.0)
+    hit[0, 0, 5, 2] = 5.0
+    miss = torch.full((1, 1, g, g), -5.0)
+    miss[0, 0, 2, 5] = 5.0
+    one = torch.ones(1, 1)
+    assert heatmap_loss(hit, uv, one, 1.0) < heatmap_loss(miss, uv, one, 1.0) - 1.0
+    assert float(heatmap_loss(miss, uv, torch.zeros(1, 1), 1.0)) == 0.0
+
+
+def test_episode_batches_group_frames_of_one_episode():
+    episode = np.repeat(np.arange(10), 7)
+    idx = np.flatnonzero(episode != 3)  # one episode held out
+    batches = episode_batches(idx, episode, 4, 8, np.random.default_rng(0))
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == idx.tolist()  # every frame once
+    assert all(len(np.unique(episode[b])) <= 2 for b in batches)  # 8 frames = at most 2 episodes' groups
+    assert not np.array_equal(flat, np.sort(flat))  # shuffled
+
+
+def test_memory_head_remembers_the_first_frame():
+    cfg = HeadConfig(vision=VisionSpec(backbone="cnn", blocks=0, input_size=64, channels=3), state_dim=6, width=16,
+                     keypoints=4, hidden=32, memory=2)
+    head = FiLMActionHead(cfg).eval()  # no feature dropout: the two calls below must see the same map
+    pixels = torch.randint(0, 255, (2, 3, 64, 64), dtype=torch.uint8)
+    text, state = torch.randn(2, 384), torch.randn(2, 6)
+    loc = head.localise(*head.trunk(pixels, text))
+    assert loc["logits"].shape == (2, 2, 32, 32) and loc["uv"].abs().max() <= 1 and loc["desc"].shape == (2, 2, 16)
+    memory = head.remember(pixels, text)
+    assert memory.shape == (2, 2, 2 + 16)
+    # with the memory given, the output depends on it (not on a re-localisation of the current frame)
+    moved = memory.clone()
+    moved[..., :2] += 0.1
+    assert not torch.allclose(head(pixels, text, state, memory), head(pixels, text, state, moved))
+    torch.testing.assert_close(head(pixels, text, state), head(pixels, text, state, memory))
+    with pytest.raises(ConfigError, match="cnn backbone"):
+        FiLMActionHead(HeadConfig(vision=VisionSpec(), state_dim=6, memory=2))
+
+
+def test_word_additive_heatmap_is_a_sum_over_words():
+    cfg = HeadConfig(vision=VisionSpec(backbone="cnn", blocks=0, input_size=64, channels=3), state_dim=6, width=16,
+                     keypoints=4, hidden=32, memory=2, words=3)
+    head = FiLMActionHead(cfg).eval()
+    pixels = torch.randint(0, 255, (1, 3, 64, 64), dtype=torch.uint8)
+    text = torch.randn(1, 384)
+    trunk = head.trunk(pixels, text)
+    a, b = torch.randn(1, 1, 384), torch.randn(1, 1, 384)
+    pad = torch.zeros(1, 1, 384)
+
+    def logits(*words):
+        return head.localise(*trunk, words=torch.cat(words, dim=1))["logits"]
+
+    none = logits(pad, pad, pad)
+    # each word adds its own detector map: (a + b) − b = a − nothing, and padding rows add nothing
+    torch.testing.assert_close(logits(a, b, pad) - logits(pad, b, pad), logits(a, pad, pad) - none,
+                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(logits(a, b, pad), logits(b, a, pad), atol=1e-4, rtol=1e-4)  # order-free
+    with pytest.raises(ValueError, match="word embeddings"):
+        head.remember(pixels, text)
+    with pytest.raises(ConfigError, match="needs an object-memory head"):
+        FiLMActionHead(HeadConfig(vision=cfg.vision, state_dim=6, words=3))

@@ -2,10 +2,14 @@
 
 import json
 
+import numpy as np
 import pytest
+import torch
 
+from envs.manipulation.env import make_env
 from launch.train_vla import main, run
 from policies.vla.checkpoint import load_checkpoint, sha256_file
+from policies.vla.generic import GenericVLA
 
 
 @pytest.mark.slow
@@ -54,6 +58,36 @@ def test_tiny_cnn_backbone_run_trains_on_raw_frames(tmp_path):
     assert len(sorted((tmp_path / "a" / "demo_blocks").iterdir())) == len(blocks) + 1  # the expert blocks reused
 
 
+@pytest.mark.slow
+def test_tiny_memory_head_run_localises_on_the_first_frame(tmp_path):
+    args = ["--seed", "3", "--demos", "2", "--tasks", "fractal_pick,bridge_put_on", "--epochs", "2", "--backbone",
+            "cnn", "--width", "16", "--shift-cells", "4", "--aux-weight", "1", "--memory", "2", "--words", "8"]
+    summary = run(["--out", str(tmp_path / "a"), "--eval-episodes", "0", *args])
+    cache = np.load(tmp_path / "a" / "demos.npz")
+    goals = cache["goals"]
+    assert goals.shape == cache["targets"].shape and np.isnan(goals).all(1).any() and np.isfinite(goals).all(1).any()
+    assert summary["train"]["epochs_run"] == 2
+    policy = GenericVLA.from_checkpoint(tmp_path / "a" / "checkpoint")
+    assert policy.cfg.memory == 2 and policy.cfg.words == 8 and policy.cfg.aux_dim == 0
+    env = make_env("bridge_put_on", {"max_steps": 3, "image_size": 96, "split": "test"})
+    obs, info = env.reset(seed=0)
+    policy.reset(obs["instruction"], info)
+    policy.act(obs)
+    remembered = policy._memory.clone()
+    assert remembered.shape == (1, 2, 2 + 16)
+    obs, *_ = env.step(policy.act(obs))
+    policy.act(obs)
+    assert torch.equal(policy._memory, remembered)  # localised once, on the first frame
+    offset = policy.predict_target_offset(obs)
+    np.testing.assert_allclose(offset, remembered[0, 0, :2].numpy() - obs["ee_state"][:2], atol=1e-6)
+    policy.reset(obs["instruction"], info)
+    assert policy._memory is None and policy._words.shape == (1, 8, 384)
+    assert (policy._words[0].abs().sum(1) > 0).sum() == len(obs["instruction"].split())  # one row per word
+    policy.set_text_embedding(np.ones(384, np.float32))  # the soft-prompt path: one vector as a one-word instruction
+    assert policy._words.shape == (1, 1, 384) and np.isfinite(policy.act(obs)).all()
+    env.close()
+
+
 def test_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["--out", str(tmp_path), "--tasks", "fractal_pick_my"]) == 2
     assert "unknown generic task 'fractal_pick_my'" in capsys.readouterr().err
@@ -70,3 +104,9 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert not (tmp_path / "out").exists()  # refused before anything was written
     assert main(["--out", str(tmp_path / "out"), "--split", "test"]) == 2  # demonstrations never use test objects
     assert "unknown --split 'test'" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["--out", str(tmp_path / "out"), "--memory", "3"]) == 2
+    assert "--memory must be 0, 1 or 2" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "out"), "--memory", "2", "--backbone", "mobilenet_v2_imagenet"]) == 2
+    assert "--memory needs --backbone cnn" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["--out", str(tmp_path / "out"), "--words", "8"]) == 2
+    assert "needs --memory > 0" in capsys.readouterr().err and not (tmp_path / "out").exists()
