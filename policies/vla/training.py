@@ -229,13 +229,13 @@ def train_head(
             idx_e = np.flatnonzero(data.episode == e)
             starts[idx_e] = idx_e[0]
         first_of = torch.as_tensor(starts)
+        head.ee_xy_mean.copy_(torch.as_tensor(s_mean[:2]))
+        head.ee_xy_std.copy_(torch.as_tensor(np.where(s_std[:2] > 0, s_std[:2], 1)))
     words = None
     if head_cfg.words:
         if data.word_table is None or data.word_table.shape[1] != head_cfg.words:
             raise ConfigError(f"a word-additive head needs per-word instruction embeddings ({head_cfg.words} words)")
         words = torch.as_tensor(data.word_table, dtype=torch.float32)
-        head.ee_xy_mean.copy_(torch.as_tensor(s_mean[:2]))
-        head.ee_xy_std.copy_(torch.as_tensor(np.where(s_std[:2] > 0, s_std[:2], 1)))
 
     def loss_on(idx: torch.Tensor, augment: bool = False) -> torch.Tensor:
         feats = data.features[idx]
