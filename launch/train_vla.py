@@ -37,7 +37,7 @@ from policies.scripted_expert import DESCENTS
 from policies.vla.checkpoint import load_checkpoint, read_manifest, save_checkpoint
 from policies.vla.generic import GenericVLA, encode_words, image_features
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
-from policies.vla.training import DemoArrays, TrainConfig, train_head
+from policies.vla.training import DemoArrays, TrainConfig, epoch_steps, train_head
 from sim_benchmarks.progress import progress_bar
 from sim_benchmarks.train_log import TrainLog, write_json_atomic
 
@@ -334,8 +334,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                             shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
                             heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise)
     log = TrainLog(out)
-    steps_per_epoch = max(1, int(np.ceil(len(data) * (1 - train_cfg.val_fraction) / args.batch_size)))
-    with progress_bar(args.epochs * steps_per_epoch, "training head") as advance:
+    with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
         bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append)
     command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                  else sys.argv[1:]))

@@ -174,6 +174,17 @@ def split_episodes(episode: np.ndarray, val_fraction: float, seed: int) -> tuple
     return ~val, val
 
 
+def epoch_steps(data: DemoArrays, cfg: TrainConfig) -> int:
+    """Gradient steps per epoch (memory heads batch episode-grouped frames: the count depends on the episodes'
+    lengths, not on the order)."""
+    train_m, _ = split_episodes(data.episode, cfg.val_fraction, cfg.seed)
+    if not cfg.head.memory:
+        return max(1, -(-int(train_m.sum()) // cfg.batch_size))
+    _, lengths = np.unique(data.episode[train_m], return_counts=True)
+    groups = int(np.sum(-(-lengths // cfg.frames_per_episode)))
+    return max(1, -(-groups // max(1, cfg.batch_size // cfg.frames_per_episode)))
+
+
 def train_head(
     data: DemoArrays,
     cfg: TrainConfig,
@@ -212,12 +223,7 @@ def train_head(
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     train_idx = torch.as_tensor(np.flatnonzero(train_m))
     val_idx = torch.as_tensor(np.flatnonzero(val_m))
-    steps_per_epoch = max(1, (len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
-    if head_cfg.memory:  # episode-grouped batches: the count depends on the episodes' lengths, not the order
-        _, lengths = np.unique(data.episode[train_m], return_counts=True)
-        groups = int(np.sum(-(-lengths // cfg.frames_per_episode)))
-        per_batch = max(1, cfg.batch_size // cfg.frames_per_episode)
-        steps_per_epoch = max(1, -(-groups // per_batch))
+    steps_per_epoch = epoch_steps(data, cfg)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs * steps_per_epoch)
 
     mem = None
