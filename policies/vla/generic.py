@@ -1,8 +1,9 @@
 """The built-in generic VLA as a :class:`~policies.base.Policy`: frozen vision + frozen language + trained head.
 
-``GenericVLA.act`` resizes the camera image, runs the frozen MobileNetV2 prefix, conditions the FiLM head on the
-cached instruction embedding and returns the first action of the predicted chunk (or a temporal ensemble of
-overlapping chunks). Nothing is updated at evaluation: the head is frozen at load and runs under
+``GenericVLA.act`` resizes the camera image, runs the vision backbone (the head's own CNN stem, or the frozen
+MobileNetV2 prefix), conditions the FiLM head on the cached instruction embedding — object-memory heads also on
+what they localised on the episode's first frame — and returns the first action of the predicted chunk (or a
+temporal ensemble of overlapping chunks). Nothing is updated at evaluation: the head is frozen at load and runs under
 ``torch.inference_mode``.
 """
 
@@ -18,7 +19,7 @@ import torch
 
 from envs.errors import ConfigError, choice_error
 from perception.mobilenet_v2 import spatial_features
-from perception.text_encoder import load_text_encoder
+from perception.text_encoder import EMBED_DIM, load_text_encoder
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
 from policies.vla.conversions import ActionQueue, TemporalEnsembler, first_camera, resize_image
 from policies.vla.model import AUX_SCALE, BACKBONES, VisionSpec
@@ -52,12 +53,12 @@ def image_features(images: np.ndarray, vision: VisionSpec) -> torch.Tensor:
 
 
 def encode_words(text_encoder: Any, instructions: list[str], max_words: int) -> np.ndarray:
-    """Per-word embeddings of each instruction (len × max_words × 384, zero rows pad short instructions): the
-    input of word-additive grounding heads. Words are lower-cased whitespace tokens; extra words are dropped."""
+    """Per-word embeddings of each instruction (len × max_words × ``EMBED_DIM``, zero rows pad short instructions):
+    the input of word-additive grounding heads. Words are lower-cased whitespace tokens; extra words are dropped."""
     tokens = [t.lower().split()[:max_words] for t in instructions]
     vocab = sorted({w for ws in tokens for w in ws})
     table = dict(zip(vocab, text_encoder.encode(vocab), strict=True)) if vocab else {}
-    out = np.zeros((len(instructions), max_words, 384), np.float32)
+    out = np.zeros((len(instructions), max_words, EMBED_DIM), np.float32)
     for i, ws in enumerate(tokens):
         for j, w in enumerate(ws):
             out[i, j] = table[w]
