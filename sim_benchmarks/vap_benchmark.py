@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 import time
@@ -122,6 +123,9 @@ ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
     "keypoints only": {"vap_components": "keypoints", "vap_min_score": 0.0},
     "embedding+colour": {"vap_components": "embedding,colour", "vap_min_score": 0.0},
     "all cues, 64 px embedder crops": {"vap_embed_size": 64},  # the cheaper option (speed section of docs/vap.md)
+    # How many proposals (best first by the colour cue) reach the network and ORB: the first-step cost (default 4).
+    "all cues, 10 candidates": {"vap_candidates": 10},
+    "all cues, 3 candidates": {"vap_candidates": 3},
 }
 STYLES = ("recolour", "overlay", "outline", "dim", "crop")
 
@@ -142,8 +146,9 @@ def ablation(episodes: int, seed: int, tasks: Sequence[str] | None = None, eval_
                       "per_task": {t: {"correct": per_task[t][name]["correct"],
                                        "episodes": per_task[t][name]["episodes"]} for t in tasks}}
         print(f"  {name}: {_pct(k, n)}", file=sys.stderr, flush=True)
-    result: dict[str, Any] = {"grounding": rows, "env_options": env_options, "styles": None}
-    if generic_available():
+    result: dict[str, Any] = {"grounding": rows, "env_options": env_options, "styles": None,
+                              "eval_episodes": eval_episodes}
+    if generic_available() and eval_episodes != 0:  # --eval-episodes 0: grounding rows only
         from sim_benchmarks.evaluation import EvalConfig, run_evaluation
 
         styles = {}
@@ -173,6 +178,8 @@ def ablation_markdown(result: dict[str, Any]) -> str:
         lines += ["", "| highlight style (base generic) | success | correct-object |", "| --- | --- | --- |"]
         for style, s in result["styles"].items():
             lines.append(f"| {style} | {100 * s['success_rate']:.0f} % | {100 * s['correct_object_rate']:.0f} % |")
+    elif result.get("eval_episodes") == 0:
+        lines += ["", "Highlight-style rows not run (`--eval-episodes 0`)."]
     else:
         lines += ["", "Highlight styles change what the base policy sees, not grounding: their success / "
                   "correct-object rows need the generic VLA checkpoint (`checkpoints/generic_vla/`), absent here."]
@@ -323,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == "speed":
             p.add_argument("--repeats", type=int, default=3)
         if name == "ablation":
-            p.add_argument("--eval-episodes", type=int, default=None)
+            p.add_argument("--eval-episodes", type=int, default=None,
+                           help="episodes per task of each highlight-style row (default --episodes; 0 = no style rows)")
             p.add_argument("--variants", default="", help="semicolon-separated variant names (default: all)")
     args = parser.parse_args(argv)
     try:
@@ -364,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    command = "python -m sim_benchmarks.vap_benchmark " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m sim_benchmarks.vap_benchmark " + shlex.join(sys.argv[1:] if argv is None else argv)
     result = {"schema": "embodia.vap_benchmark/1", "command": command, "wall_s": time.perf_counter() - start,
               **result}
     write_json_atomic(args.out / f"{args.command}.json", result)

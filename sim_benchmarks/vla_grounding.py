@@ -15,6 +15,7 @@ without stepping the simulator. Wilson 95 % intervals on the target share.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python -m sim_benchmarks.vla_grounding " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m sim_benchmarks.vla_grounding " + shlex.join(sys.argv[1:] if argv is None else argv)
     write_json_atomic(args.out / "vla_grounding.json", {"schema": "embodia.vla_grounding/1", "command": command,
                                                         "checkpoint": str(args.checkpoint), "rows": rows})
     table = markdown(rows)

@@ -120,4 +120,17 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
         registry.policies()["vap"].factory(PolicyContext(
             "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
                                                                        "vap_embed_size": 8}))
+    few = registry.policies()["vap"].factory(PolicyContext(
+        "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
+                                                                   "vap_candidates": 2}))
+    assert few.detector.max_candidates == 2
+    obs, info = env.reset(seed=3)
+    few.reset(obs["instruction"], info)
+    few.act(obs)
+    assert few.episode_info()["candidates"] <= 2
+    for bad in (0, "3", True):
+        with pytest.raises(ConfigError, match="vap_candidates must be an integer >= 1"):
+            registry.policies()["vap"].factory(PolicyContext(
+                "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
+                                                                           "vap_candidates": bad}))
     env.close()

@@ -38,3 +38,16 @@ def test_grounding_command_writes_results(tmp_path):
     assert [r["seed"] for r in task["rows"]] == [900, 901]
     assert all(r["candidates"] >= 2 for r in task["rows"])
     assert "| bridge_pick_my |" in (tmp_path / "grounding.md").read_text()
+
+
+@pytest.mark.slow
+def test_ablation_grounding_rows_only(tmp_path):
+    rc = vap_benchmark.main(["ablation", "--episodes", "1", "--seed", "901", "--tasks", "bridge_pick_my",
+                             "--eval-episodes", "0", "--variants", "refs=5, all cues (default);all cues, 3 candidates",
+                             "--out", str(tmp_path)])
+    assert rc == 0
+    result = json.loads((tmp_path / "ablation.json").read_text())
+    assert sorted(result["grounding"]) == ["all cues, 3 candidates", "refs=5, all cues (default)"]
+    assert result["styles"] is None  # --eval-episodes 0: no closed-loop style rows
+    assert all(r["overall"]["episodes"] == 1 for r in result["grounding"].values())
+    assert "not run (`--eval-episodes 0`)" in (tmp_path / "ablation.md").read_text()
