@@ -7,7 +7,7 @@ works. Options: ``vap_style`` (highlight style), ``vap_refs`` (use only the firs
 96-pixel crop itself), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
 ``vap_min_score`` (below it grounding falls back; the default bias is set for all three cues), ``vap_candidates``
 (proposals detector only: how many proposals, ranked by the network-free colour cue, reach the network and keypoint
-matching; default 4).
+matching; default 10).
 Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI imports every suite module per call.
 """
 
@@ -22,8 +22,10 @@ from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
 SUITES = ("personalized_simpler",)
 VAP_POLICIES = ("vap", "oracle_mask")
 # Proposals that reach the network and keypoint matching, best first by the colour cue. 4 grounds the same 114 of
-# the ablation's 120 scenes as 10 at ~40 % less first-step time (docs/vap.md, speed section).
-PROPOSAL_CANDIDATES = 4
+# the ablation's 120 scenes as 10 at about a third less first-step time, but VAP's success fell from 53 % to 38 %: the
+# recolour attribute is chosen against the other *candidates*, so with 4 it can repeat a filtered-out object's
+# colour (docs/vap.md, speed section). Kept at 10 until the attribute sees every proposal.
+PROPOSAL_CANDIDATES = 10
 
 
 def _base(ctx: PolicyContext) -> Any:
@@ -74,14 +76,15 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     candidates = opts.get("vap_candidates", PROPOSAL_CANDIDATES)
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
         raise ConfigError(f"vap_candidates must be an integer >= 1, got {candidates!r}")
-    vap_cfg = VAPConfig(min_score=float(opts.get("vap_min_score", VAPConfig.min_score)))
+    vap_cfg = VAPConfig(min_score=float(opts.get("vap_min_score", VAPConfig.min_score)),
+                        max_candidates=max(VAPConfig.max_candidates, candidates))
     if oracle:
         detector: Any = OracleDetector(target_id_fn=target_id)
     else:
         name = str(opts.get("vap_detector", "proposals"))
         extra: dict[str, Any] = {"model_dir": opts["vap_detector_dir"]} if "vap_detector_dir" in opts else {}
         if name == "proposals":
-            extra = {"embedder": matcher.embedder, "max_candidates": min(candidates, vap_cfg.max_candidates)}
+            extra = {"embedder": matcher.embedder, "max_candidates": candidates}
         detector = make_detector(name, **extra)
     return VisualAttentivePrompting(
         _base(ctx), detector=detector, matcher=matcher,
