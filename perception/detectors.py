@@ -54,6 +54,9 @@ class ProposalDetector:
         self.max_candidates = max_candidates
         self.ranker = ranker
         self.plane: np.ndarray | None = None  # the last frame's table plane (a tracker can reuse it)
+        # Every proposal of the last frame, ranked (not only the scored ones): VAP's recolour colour must differ
+        # from all of them, or it can name an object the ranking dropped.
+        self.all_masks: list[np.ndarray] = []
 
     def proposals(self, image: np.ndarray, depth: np.ndarray | None = None) -> list[np.ndarray]:
         """Class-agnostic masks, the ``max_candidates`` best by the ranker (else largest first); no network."""
@@ -62,6 +65,7 @@ class ProposalDetector:
         if self.ranker is not None and len(masks) > self.max_candidates:
             order = np.argsort(-np.asarray(self.ranker(image, masks), float), kind="stable")
             masks = [masks[i] for i in order]
+        self.all_masks = masks
         return masks[: self.max_candidates]
 
     def detect(self, image: np.ndarray, category: str, depth: np.ndarray | None = None,

@@ -117,7 +117,8 @@ class VisualAttentivePrompting:
             return
         self.chosen = cands[best]
         self.grounded = True
-        others = [c.mask for i, c in enumerate(cands) if i != best]
+        pool = getattr(self.detector, "all_masks", None) or [c.mask for c in cands]
+        others = [m for m in pool if m is not self.chosen.mask]
         self.attribute = self.prompter.pick_attribute(image, others)
         # The detector's table plane of this frame, when it fitted one: the tracker reuses it for every later step.
         plane = getattr(self.detector, "plane", None)

@@ -123,8 +123,8 @@ ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
     "keypoints only": {"vap_components": "keypoints", "vap_min_score": 0.0},
     "embedding+colour": {"vap_components": "embedding,colour", "vap_min_score": 0.0},
     "all cues, 64 px embedder crops": {"vap_embed_size": 64},  # the cheaper option (speed section of docs/vap.md)
-    # How many proposals (best first by the colour cue) reach the network and ORB: the first-step cost (default 10).
-    "all cues, 4 candidates": {"vap_candidates": 4},
+    # How many proposals (best first by the colour cue) reach the network and ORB: the first-step cost (default 4).
+    "all cues, 10 candidates": {"vap_candidates": 10},
     "all cues, 3 candidates": {"vap_candidates": 3},
 }
 STYLES = ("recolour", "overlay", "outline", "dim", "crop")

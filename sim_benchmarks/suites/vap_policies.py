@@ -7,7 +7,7 @@ works. Options: ``vap_style`` (highlight style), ``vap_refs`` (use only the firs
 96-pixel crop itself), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
 ``vap_min_score`` (below it grounding falls back; the default bias is set for all three cues), ``vap_candidates``
 (proposals detector only: how many proposals, ranked by the network-free colour cue, reach the network and keypoint
-matching; default 10).
+matching; default 4).
 Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI imports every suite module per call.
 """
 
@@ -22,10 +22,9 @@ from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
 SUITES = ("personalized_simpler",)
 VAP_POLICIES = ("vap", "oracle_mask")
 # Proposals that reach the network and keypoint matching, best first by the colour cue. 4 grounds the same 114 of
-# the ablation's 120 scenes as 10 at about a third less first-step time, but VAP's success fell from 53 % to 38 %: the
-# recolour attribute is chosen against the other *candidates*, so with 4 it can repeat a filtered-out object's
-# colour (docs/vap.md, speed section). Kept at 10 until the attribute sees every proposal.
-PROPOSAL_CANDIDATES = 10
+# the ablation's 120 scenes as 10 at about a third less first-step time (docs/vap.md, speed section); the recolour
+# colour is still chosen against every proposal, or it could repeat a dropped object's colour.
+PROPOSAL_CANDIDATES = 4
 
 
 def _base(ctx: PolicyContext) -> Any:
