@@ -337,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.episodes < 1:
             raise ConfigError(f"--episodes must be a positive integer, got {args.episodes}")
+        if getattr(args, "eval_episodes", None) is not None and args.eval_episodes < 0:
+            raise ConfigError(f"--eval-episodes must be >= 0 (0 = no highlight-style rows), got {args.eval_episodes}")
         registry.load_all()
         tasks = [t for t in args.tasks.split(",") if t] or None
         for t in tasks or []:

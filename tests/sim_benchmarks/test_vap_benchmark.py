@@ -11,12 +11,15 @@ import pytest
 from sim_benchmarks import vap_benchmark
 
 
-def test_bad_input_is_exit_status_2(capsys):
+def test_bad_input_is_exit_status_2(capsys, tmp_path):
     assert vap_benchmark.main(["grounding", "--episodes", "0"]) == 2
     assert "--episodes must be a positive integer" in capsys.readouterr().err
     assert vap_benchmark.main(["grounding", "--episodes", "1", "--tasks", "fractal_fly_my"]) == 2
     err = capsys.readouterr().err
     assert "fractal_fly_my" in err and "fractal_pick_my" in err
+    assert vap_benchmark.main(["ablation", "--eval-episodes", "-1", "--out", str(tmp_path)]) == 2
+    assert "--eval-episodes must be >= 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing written
 
 
 def test_vap_suite_module_imports_no_heavy_packages():
