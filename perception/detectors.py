@@ -11,7 +11,7 @@ Open-vocabulary backends return boxes; each box's mask is the class-agnostic pro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -83,15 +83,19 @@ class OracleDetector:
     """Privileged upper bound: the personal object's mask straight from the simulator segmentation.
 
     ``reset(info)`` reads the body id from ``info[id_key]``; distractor ids from ``info[distractor_key]`` (when
-    present) are returned too with score 0.5 so matching still has a choice to make.
+    present) are returned too with score 0.5 so matching still has a choice to make. ``scene_ids_fn()`` (optional)
+    lists the other table-top bodies: their masks are not candidates but fill ``all_masks``, so a prompt colour is
+    chosen against every object in view, as with the proposals detector.
     """
 
     def __init__(self, id_key: str = "personal_body_id", distractor_key: str = "distractor_body_ids",
-                 target_id_fn: Any = None) -> None:
+                 target_id_fn: Any = None, scene_ids_fn: Callable[[], Sequence[int]] | None = None) -> None:
         self.id_key, self.distractor_key = id_key, distractor_key
         self.target_id_fn = target_id_fn  # fallback when info does not carry the id (e.g. read from the env)
+        self.scene_ids_fn = scene_ids_fn
         self.target_id: int | None = None
         self.distractor_ids: tuple[int, ...] = ()
+        self.all_masks: list[np.ndarray] = []  # every object mask of the last frame, candidates first
 
     def reset(self, info: dict[str, Any]) -> None:
         if info.get(self.id_key) is not None:
@@ -113,6 +117,12 @@ class OracleDetector:
             if mask.any():
                 out.append(Candidate(box=box_of_mask(mask), mask=mask, score=score, label=category, source="oracle",
                                      extra={"body_id": oid}))
+        self.all_masks = [c.mask for c in out]
+        taken = {self.target_id, *self.distractor_ids}
+        for oid in self.scene_ids_fn() if self.scene_ids_fn is not None else ():
+            mask = seg == oid
+            if oid not in taken and mask.any():
+                self.all_masks.append(mask)
         return out
 
 

@@ -36,14 +36,19 @@ def _base(ctx: PolicyContext) -> Any:
 
 
 def _privileged(ctx: PolicyContext):
-    """Depth (an RGB-D sensor) and segmentation (metrics / oracle only) rendered from the simulator on demand."""
+    """Depth (an RGB-D sensor) and segmentation (metrics / oracle only) rendered from the simulator on demand;
+    the personal object's body id; the ids of every other table-top body (oracle only: its prompt colour)."""
     env = ctx.env.unwrapped
 
     def sensors() -> dict[str, Any]:
         _, depth, seg = env.scene.render(segmentation=True)
         return {"depth": depth, "segmentation": seg}
 
-    return sensors, (lambda: int(env.personal_body_id))
+    def scene_ids() -> list[int]:
+        roles = env.privileged_state()["body_roles"]
+        return [b for b, role in roles.items() if role not in ("robot", "table", "target")]
+
+    return sensors, (lambda: int(env.personal_body_id)), scene_ids
 
 
 def _embed_size(opts: dict[str, Any]) -> int | None:
@@ -71,14 +76,14 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
         raise ConfigError(f"vap_refs must be >= 1, got {refs}")
     matcher = LimitedMatcher(None if refs is None else int(refs), config=MatcherConfig(components=comps),
                              embedder=make_embedder(opts.get("vap_embedder"), _embed_size(opts)))
-    sensors, target_id = _privileged(ctx)
+    sensors, target_id, scene_ids = _privileged(ctx)
     candidates = opts.get("vap_candidates", PROPOSAL_CANDIDATES)
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
         raise ConfigError(f"vap_candidates must be an integer >= 1, got {candidates!r}")
     vap_cfg = VAPConfig(min_score=float(opts.get("vap_min_score", VAPConfig.min_score)),
                         max_candidates=max(VAPConfig.max_candidates, candidates))
     if oracle:
-        detector: Any = OracleDetector(target_id_fn=target_id)
+        detector: Any = OracleDetector(target_id_fn=target_id, scene_ids_fn=scene_ids)
     else:
         name = str(opts.get("vap_detector", "proposals"))
         extra: dict[str, Any] = {"model_dir": opts["vap_detector_dir"]} if "vap_detector_dir" in opts else {}

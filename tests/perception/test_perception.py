@@ -72,6 +72,13 @@ def test_oracle_detector_reads_segmentation_and_unknown_backend_is_a_config_erro
     assert [c.extra["body_id"] for c in cands] == [2, 1, 3]
     assert np.array_equal(cands[0].mask, frame.segmentation == 2) and cands[0].score == 1.0
     assert det.detect(frame.image, "mug") == []  # no segmentation: nothing privileged to read
+    # The other table-top bodies are not candidates, but their masks reach all_masks (the prompt colour's pool).
+    det = OracleDetector(scene_ids_fn=lambda: [1, 2, 3, 99])
+    det.reset({"personal_body_id": 2})
+    cands = det.detect(frame.image, "mug", segmentation=frame.segmentation)
+    assert [c.extra["body_id"] for c in cands] == [2]
+    assert det.all_masks[0] is cands[0].mask and len(det.all_masks) == 3  # 99 is not in view
+    assert [int(frame.segmentation[m].max()) for m in det.all_masks] == [2, 1, 3]
     with pytest.raises(ConfigError, match="valid: proposals, oracle"):
         make_detector("yolo")
     with pytest.raises(ConfigError, match="model_dir"):

@@ -106,6 +106,21 @@ def test_recolour_attribute_avoids_every_proposal_not_only_the_candidates():
     assert len(vap.detector.all_masks) >= 3 and seen == [len(vap.detector.all_masks) - 1]
 
 
+def test_oracle_mask_chooses_its_colour_against_the_other_objects():
+    # The oracle returns only my object as a candidate; without the scene's other masks every episode was painted
+    # (and named) red, the first palette colour, even beside a red look-alike.
+    from perception.detectors import OracleDetector
+
+    obs, info, _ = synthetic_episode(8)
+    vap = VisualAttentivePrompting(ColourPointer(), detector=OracleDetector(scene_ids_fn=lambda: [1, 2, 3]))
+    seen: list[int] = []
+    pick = vap.prompter.pick_attribute
+    vap.prompter.pick_attribute = lambda image, others: seen.append(len(others)) or pick(image, others)
+    vap.reset(obs["instruction"], info)
+    vap.act(obs)
+    assert vap.grounded and vap.episode_info()["candidates"] == 1 and seen == [2]
+
+
 @pytest.mark.slow
 def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
     from sim_benchmarks import registry
