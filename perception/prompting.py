@@ -46,8 +46,10 @@ def _hue_of(rgb: Sequence[int]) -> float:
     return float(cv2.cvtColor(np.uint8([[rgb]]), cv2.COLOR_RGB2HSV)[0, 0, 0])
 
 
-def choose_colour(image: np.ndarray, others: Sequence[np.ndarray], colours: Mapping[str, tuple[int, int, int]]) -> str:
-    """The palette colour whose hue is farthest from every distractor's dominant hue (ties: palette order)."""
+def choose_colour(image: np.ndarray, others: Sequence[np.ndarray], colours: Mapping[str, tuple[int, int, int]],
+                  margin: float | None = None) -> str:
+    """The palette colour to paint: with ``margin`` (degrees of hue), the first in palette order whose hue is at
+    least that far from every distractor's dominant hue; otherwise (or when none is) the farthest (ties: order)."""
     hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV)
     hues = []
     for m in others:
@@ -58,7 +60,9 @@ def choose_colour(image: np.ndarray, others: Sequence[np.ndarray], colours: Mapp
     best, best_d = next(iter(colours)), -1.0
     for name, rgb in colours.items():
         h = _hue_of(rgb)
-        d = min((min(abs(h - o), 180 - abs(h - o)) for o in hues), default=90.0)
+        d = min((min(abs(h - o), 180 - abs(h - o)) for o in hues), default=90.0)  # OpenCV hue: 2° per unit
+        if margin is not None and 2.0 * d >= margin:
+            return name
         if d > best_d + 1e-6:
             best, best_d = name, d
     return best
@@ -71,6 +75,9 @@ class VisualPrompter:
     style: str = "recolour"
     colours: Mapping[str, tuple[int, int, int]] = field(default_factory=lambda: dict(DEFAULT_COLOURS))
     fixed_colour: str | None = None  # always use this palette colour instead of choosing per episode
+    # Palette order as the base's preference: the first colour at least this many degrees of hue from every
+    # distractor is used (None: the farthest colour). A base follows some colour words better than others.
+    hue_margin: float | None = None
     highlight_rgb: tuple[int, int, int] = (255, 40, 40)
     dim_factor: float = 0.35
     crop_margin: float = 0.6
@@ -82,12 +89,14 @@ class VisualPrompter:
             raise choice_error("prompt colour", self.fixed_colour, list(self.colours))
         if not self.colours:
             raise ConfigError("prompter colour palette is empty")
+        if self.hue_margin is not None and not 0.0 <= self.hue_margin <= 180.0:
+            raise ConfigError(f"hue margin must be between 0 and 180 degrees, got {self.hue_margin}")
 
     def pick_attribute(self, image: np.ndarray, others: Sequence[np.ndarray]) -> str | None:
         """The colour word to name (recolour style only): fixed, or the one farthest from the distractors."""
         if self.style != "recolour":
             return None
-        return self.fixed_colour or choose_colour(image, others, self.colours)
+        return self.fixed_colour or choose_colour(image, others, self.colours, self.hue_margin)
 
     def apply(self, image: np.ndarray, mask: np.ndarray, attribute: str | None = None) -> np.ndarray:
         """The highlighted image (same shape and dtype as ``image``)."""

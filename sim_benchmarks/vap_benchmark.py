@@ -30,6 +30,7 @@ import numpy as np
 from envs.errors import ConfigError
 from sim_benchmarks import registry
 from sim_benchmarks.metrics import wilson_ci
+from sim_benchmarks.options import parse_options
 from sim_benchmarks.registry import PolicyContext
 from sim_benchmarks.train_log import write_json_atomic
 
@@ -329,6 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--tasks", default="", help="comma-separated personalized_simpler tasks (default: all)")
         if name == "speed":
             p.add_argument("--repeats", type=int, default=3)
+        if name == "grounding":
+            p.add_argument("--env-option", action="append", metavar="KEY=VALUE",
+                           help="personalized_simpler env option, e.g. image_size=448 (repeatable)")
+            p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
+                           help="vap policy option, e.g. vap_candidates=10 (repeatable)")
         if name == "ablation":
             p.add_argument("--eval-episodes", type=int, default=None,
                            help="episodes per task of each highlight-style row (default --episodes; 0 = no style rows)")
@@ -346,10 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from envs.errors import choice_error
 
                 raise choice_error(f"task of {SUITE}", t, list(registry.suites()[SUITE].tasks))
-        args.out.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         if args.command == "grounding":
-            result, table = grounding(args.episodes, args.seed, tasks), None
+            result = grounding(args.episodes, args.seed, tasks, parse_options(args.policy_option, "--policy-option"),
+                               parse_options(args.env_option, "--env-option"))
             table = grounding_markdown(result)
         elif args.command == "ablation":
             variants = [v for v in args.variants.split(";") if v]
@@ -377,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "python -m sim_benchmarks.vap_benchmark " + shlex.join(sys.argv[1:] if argv is None else argv)
     result = {"schema": "embodia.vap_benchmark/1", "command": command, "wall_s": time.perf_counter() - start,
               **result}
+    args.out.mkdir(parents=True, exist_ok=True)  # only now: a bad option found mid-run leaves nothing behind
     write_json_atomic(args.out / f"{args.command}.json", result)
     (args.out / f"{args.command}.md").write_text(f"`{command}`\n\n{table}\n")
     print(table)

@@ -70,6 +70,14 @@ class SimplerConfig:
         for key in options:
             if key not in names:
                 raise choice_error("option", key, names)
+        for f in fields(cls):  # types first: a CLI "image_size=abc" arrives as a string
+            value, kind = options.get(f.name), str(f.type).split(" ")[0]
+            if f.name not in options or (value is None and "None" in str(f.type)):
+                continue
+            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{f.name} must be an integer, got {value!r}")
+            if (kind == "bool" and not isinstance(value, bool)) or (kind == "str" and not isinstance(value, str)):
+                raise ConfigError(f"{f.name} must be a {kind}, got {value!r}")
         cfg = cls(**options)
         if not 32 <= int(cfg.image_size) <= 1024:
             raise ConfigError(f"image_size must be in [32, 1024], got {cfg.image_size}")

@@ -7,7 +7,8 @@ works. Options: ``vap_style`` (highlight style), ``vap_refs`` (use only the firs
 96-pixel crop itself), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
 ``vap_min_score`` (below it grounding falls back; the default bias is set for all three cues), ``vap_candidates``
 (proposals detector only: how many proposals, ranked by the network-free colour cue, reach the network and keypoint
-matching; default 4).
+matching; default 4), ``vap_hue_margin`` (degrees: paint the first palette colour at least this far in hue from every
+other object, instead of the farthest one).
 Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI imports every suite module per call.
 """
 
@@ -60,6 +61,15 @@ def _embed_size(opts: dict[str, Any]) -> int | None:
     return size
 
 
+def _hue_margin(opts: dict[str, Any]) -> float | None:
+    margin = opts.get("vap_hue_margin")
+    if margin is None:
+        return None
+    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin <= 180:
+        raise ConfigError(f"vap_hue_margin must be a number of degrees in [0, 180], got {margin!r}")
+    return float(margin)
+
+
 def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     """A VisualAttentivePrompting policy configured from ``ctx.options`` (see the module docstring)."""
     from perception.detectors import OracleDetector, make_detector
@@ -93,7 +103,7 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     return VisualAttentivePrompting(
         _base(ctx), detector=detector, matcher=matcher,
         tracker=MaskTracker(TrackerConfig(every=int(opts.get("vap_every", 5)))),
-        prompter=VisualPrompter(style=str(opts.get("vap_style", "recolour"))),
+        prompter=VisualPrompter(style=str(opts.get("vap_style", "recolour")), hue_margin=_hue_margin(opts)),
         config=vap_cfg, target_id_fn=target_id, sensors_fn=sensors)
 
 

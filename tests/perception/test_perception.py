@@ -198,6 +198,16 @@ def test_choose_colour_avoids_distractor_hues():
     others[0][:, :10] = True
     others[1][:, 10:20] = True
     assert choose_colour(img, others, {"red": (200, 30, 30), "yellow": (235, 205, 30), "blue": (35, 70, 200)}) == "blue"
+    # With a hue margin the palette order is a preference: the first colour far enough from every distractor.
+    palette = {"red": (200, 30, 30), "green": (40, 160, 50), "blue": (35, 70, 200), "purple": (130, 45, 170)}
+    # Hues: red 0°, yellow 52°, green 126°, blue 228°, purple 280°.
+    assert choose_colour(img, others, palette) == "blue"  # farthest: 132° from red, 176° from yellow
+    assert choose_colour(img, others, palette, margin=60) == "green"  # 74° from yellow: enough, and before blue
+    assert choose_colour(img, others, palette, margin=80) == "blue"
+    assert choose_colour(img, others[1:], palette, margin=50) == "red"  # only yellow left: red is 52° away
+    assert choose_colour(img, others, {"red": (200, 30, 30)}, margin=170) == "red"  # none far enough: farthest
+    with pytest.raises(ConfigError, match="hue margin"):
+        VisualPrompter(hue_margin=200)
 
 
 def _tiny_owlv2(folder):

@@ -164,4 +164,13 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
             registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
                                                                            "vap_candidates": bad}))
+    margin = registry.policies()["vap"].factory(PolicyContext(
+        "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
+                                                                   "vap_hue_margin": 60}))
+    assert margin.prompter.hue_margin == 60.0
+    for bad in (-1, 181, "60", True):
+        with pytest.raises(ConfigError, match="vap_hue_margin must be a number of degrees"):
+            registry.policies()["vap"].factory(PolicyContext(
+                "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
+                                                                           "vap_hue_margin": bad}))
     env.close()

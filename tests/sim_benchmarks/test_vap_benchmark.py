@@ -19,6 +19,12 @@ def test_bad_input_is_exit_status_2(capsys, tmp_path):
     assert "fractal_fly_my" in err and "fractal_pick_my" in err
     assert vap_benchmark.main(["ablation", "--eval-episodes", "-1", "--out", str(tmp_path)]) == 2
     assert "--eval-episodes must be >= 0" in capsys.readouterr().err
+    out = str(tmp_path / "g")
+    assert vap_benchmark.main(["grounding", "--episodes", "1", "--env-option", "image_size=abc", "--out", out]) == 2
+    assert "image_size must be an integer, got 'abc'" in capsys.readouterr().err
+    assert vap_benchmark.main(["grounding", "--episodes", "1", "--tasks", "bridge_pick_my", "--policy-option",
+                               "vap_candidates=0", "--out", out]) == 2
+    assert "vap_candidates must be an integer >= 1" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing written
 
 
@@ -32,6 +38,7 @@ def test_vap_suite_module_imports_no_heavy_packages():
 @pytest.mark.slow
 def test_grounding_command_writes_results(tmp_path):
     rc = vap_benchmark.main(["grounding", "--episodes", "2", "--seed", "900", "--tasks", "bridge_pick_my",
+                             "--env-option", "image_size=160", "--policy-option", "vap_candidates=3",
                              "--out", str(tmp_path)])
     assert rc == 0
     result = json.loads((tmp_path / "grounding.json").read_text())
@@ -39,7 +46,7 @@ def test_grounding_command_writes_results(tmp_path):
     assert task["episodes"] == 2 and 0 <= task["correct"] <= 2
     assert 0.0 <= task["ci95"][0] <= task["accuracy"] <= task["ci95"][1] <= 1.0
     assert [r["seed"] for r in task["rows"]] == [900, 901]
-    assert all(r["candidates"] >= 2 for r in task["rows"])
+    assert all(2 <= r["candidates"] <= 3 for r in task["rows"])
     assert "| bridge_pick_my |" in (tmp_path / "grounding.md").read_text()
 
 

@@ -174,6 +174,11 @@ def test_train_extended_split_draws_extra_designs_for_generic_tasks():
     ({"personal_texture": "x.png"}, "needs personal_category"),
     ({"max_steps": 500}, "max_steps"),
     ({"colour": "red"}, "unknown option 'colour'"),
+    ({"image_size": "abc"}, "image_size must be an integer, got 'abc'"),
+    ({"max_steps": 40.5}, "max_steps must be an integer"),
+    ({"num_distractors": True}, "num_distractors must be an integer"),
+    ({"privileged": 1}, "privileged must be a bool"),
+    ({"split": 3}, "split must be a str"),
 ])
 def test_bad_configuration_is_a_one_line_config_error(options, message):
     with pytest.raises(ConfigError, match=message) as err:
