@@ -156,6 +156,24 @@ def margins(val: np.ndarray, overlap: np.ndarray | None = None) -> np.ndarray:
     return np.where(np.isfinite(others), val - others, 0.0)
 
 
+def prefer_part(masks: Sequence[np.ndarray], best: int, absolute: np.ndarray, margin: float = 0.1) -> int:
+    """``best``, or one of its parts when ``best`` is a union of two or more smaller candidates and that part
+    alone matches the references better (absolute cue logit higher by ``margin``).
+
+    A stacked-fragment union can join my object with the look-alike behind it; margins never compare the union
+    with its own parts (they overlap), so it inherits my object's margin and can win. Fragments of one object
+    score about like their union, so the margin keeps the whole object in that case.
+    """
+    area = np.array([int(np.count_nonzero(m)) for m in masks])
+    win = np.asarray(masks[best], bool)
+    parts = [j for j in range(len(masks)) if j != best and area[j] < area[best]
+             and np.count_nonzero(np.asarray(masks[j], bool) & win) > 0.8 * area[j]]
+    if len(parts) < 2:
+        return best
+    top = max(parts, key=lambda j: absolute[j])
+    return top if absolute[top] > absolute[best] + margin else best
+
+
 class InstanceMatcher:
     """Scores candidates against a reference set; ``set_references`` once per episode, ``score`` per detection."""
 
@@ -277,12 +295,22 @@ class InstanceMatcher:
             logit += cfg.weights_abs[name] * val + cfg.weights_rel[name] * margins(val, overlap)
         return 1.0 / (1.0 + np.exp(-logit))
 
+    def absolute(self, cues: dict[str, np.ndarray]) -> np.ndarray:
+        """The logit's absolute terms only (how well each candidate alone matches the references)."""
+        return sum((self.config.weights_abs[name] * np.asarray(val, float) for name, val in cues.items()),
+                   np.zeros(len(next(iter(cues.values())))))
+
     def score(self, image: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
         """Calibrated probability that each candidate is the personal object, shape (n,)."""
+        return self.score_with_cues(image, candidates)[0]
+
+    def score_with_cues(self, image: np.ndarray, candidates: Sequence[Candidate],
+                        ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """:meth:`score` and the cue values it was computed from."""
         if not candidates:
-            return np.zeros(0)
+            return np.zeros(0), {name: np.zeros(0) for name in self.config.components}
         cues = self.cues(self.views(image, [c.mask for c in candidates]))
-        return self.combine(cues, overlap_matrix([c.mask for c in candidates]))
+        return self.combine(cues, overlap_matrix([c.mask for c in candidates])), cues
 
     def fit_calibration(self, cue_rows: list[dict[str, np.ndarray]], labels: list[np.ndarray],
                         steps: int = 500, lr: float = 0.5,

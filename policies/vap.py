@@ -19,7 +19,7 @@ from envs.errors import ConfigError
 from perception.candidate import Candidate
 from perception.category import drop_personal, parse_category
 from perception.detectors import Detector, ProposalDetector, first_view
-from perception.matching import InstanceMatcher
+from perception.matching import InstanceMatcher, prefer_part
 from perception.prompting import VisualPrompter
 from perception.tracking import MaskTracker
 from policies.base import Policy
@@ -32,6 +32,8 @@ class VAPConfig:
     category_weight: float = 0.2  # 0: ignore the detector's category score; 1: multiply by it fully
     min_score: float = 0.05
     max_candidates: int = 10
+    # A union candidate yields to one of its parts that alone matches this much better (absolute logit units).
+    part_margin: float = 0.1
 
 
 def _majority_id(segmentation: np.ndarray, mask: np.ndarray) -> int | None:
@@ -105,12 +107,13 @@ class VisualAttentivePrompting:
         if not cands:
             self.fallback_reason = f"detector found no {self.category}"
             return
-        match = self.matcher.score(image, cands)
+        match, cues = self.matcher.score_with_cues(image, cands)
         cat = np.array([c.score for c in cands], float)
         prior = cat / cat.max() if cat.max() > 0 else np.ones_like(cat)
         w = self.config.category_weight
         final = match * ((1.0 - w) + w * prior)
-        best = int(np.argmax(final))
+        best = prefer_part([c.mask for c in cands], int(np.argmax(final)), self.matcher.absolute(cues),
+                           self.config.part_margin)
         self.chosen_score = float(final[best])
         if self.chosen_score < self.config.min_score:
             self.fallback_reason = f"no confident match (best score {self.chosen_score:.3f})"

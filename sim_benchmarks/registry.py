@@ -17,6 +17,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from envs.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class PolicyContext:
@@ -54,6 +56,9 @@ class PolicySpec:
     description: str
     factory: Callable[[PolicyContext], Any]
     suites: tuple[str, ...] = ()  # empty: applies to every suite
+    # The ``--policy-option`` keys its factory reads; a wrapper (VAP) lists only its own, since the base it builds
+    # is registered for the same suite and declares the rest.
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,19 @@ def unavailable() -> dict[str, str]:
 def policies_for(suite: str) -> list[str]:
     """Names of the policies offered for a suite."""
     return [n for n, p in policies().items() if not p.suites or suite in p.suites]
+
+
+def policy_option_names(suite: str) -> list[str]:
+    """Every ``--policy-option`` key some policy offered for ``suite`` reads (sorted)."""
+    return sorted({k for n in policies_for(suite) for k in policies()[n].options})
+
+
+def check_policy_options(suite: str, options: Mapping[str, Any]) -> None:
+    """Reject option keys no policy of ``suite`` reads (a typo would otherwise run the default silently)."""
+    valid = policy_option_names(suite)
+    for key in options:
+        if key not in valid:
+            raise ConfigError(f"unknown policy option {key!r} for {suite}; valid: {', '.join(valid) or '(none)'}")
 
 
 def trainer_for(env: str) -> TrainerSpec | None:

@@ -354,7 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise choice_error(f"task of {SUITE}", t, list(registry.suites()[SUITE].tasks))
         start = time.perf_counter()
         if args.command == "grounding":
-            result = grounding(args.episodes, args.seed, tasks, parse_options(args.policy_option, "--policy-option"),
+            policy_options = parse_options(args.policy_option, "--policy-option")
+            registry.check_policy_options(SUITE, policy_options)
+            result = grounding(args.episodes, args.seed, tasks, policy_options,
                                parse_options(args.env_option, "--env-option"))
             table = grounding_markdown(result)
         elif args.command == "ablation":

@@ -92,8 +92,11 @@ POLICIES: dict[str, tuple[str, Callable[[PolicyContext], Any]]] = {
     "robust_transformer": ("transformer + the robustification as explicit-weight transformer layers", _explicit),
 }
 
+POLICY_OPTIONS: dict[str, tuple[str, ...]] = {"windowed_robust": ("window",), "robust_transformer": ("tau",)}
+
 for _name, (_desc, _factory) in POLICIES.items():
-    register_policy(PolicySpec(name=_name, description=_desc, factory=_factory, suites=(SUITE,)))
+    register_policy(PolicySpec(name=_name, description=_desc, factory=_factory, suites=(SUITE,),
+                               options=POLICY_OPTIONS.get(_name, ())))
 
 
 # ---------------------------------------------------------------------------------------------- training

@@ -54,4 +54,5 @@ def _expert(ctx: PolicyContext) -> ScriptedExpert:
 
 
 register_policy(PolicySpec("scripted_expert", "privileged scripted top-down grasp expert (oracle ceiling)",
-                           _expert, suites=SUITES))
+                           _expert, suites=SUITES,
+                           options=("expert_noise", "expert_descent")))

@@ -26,6 +26,9 @@ VAP_POLICIES = ("vap", "oracle_mask")
 # the ablation's 120 scenes as 10 at about a third less first-step time (docs/vap.md, speed section); the recolour
 # colour is still chosen against every proposal, or it could repeat a dropped object's colour.
 PROPOSAL_CANDIDATES = 4
+# The --policy-option keys read here; the base policy's own (vla_*, expert_*) are declared where it registers.
+VAP_OPTIONS = ("vap_base", "vap_style", "vap_refs", "vap_components", "vap_every", "vap_embedder", "vap_embed_size",
+               "vap_detector", "vap_detector_dir", "vap_min_score", "vap_candidates", "vap_hue_margin")
 
 
 def _base(ctx: PolicyContext) -> Any:
@@ -108,6 +111,6 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
 
 
 register_policy(PolicySpec("vap", "VAP: detect + match references + track + recolour prompt around a frozen base",
-                           lambda ctx: build_vap(ctx, oracle=False), suites=SUITES))
+                           lambda ctx: build_vap(ctx, oracle=False), suites=SUITES, options=VAP_OPTIONS))
 register_policy(PolicySpec("oracle_mask", "VAP with the simulator's mask of my object (upper bound)",
-                           lambda ctx: build_vap(ctx, oracle=True), suites=SUITES))
+                           lambda ctx: build_vap(ctx, oracle=True), suites=SUITES, options=VAP_OPTIONS))

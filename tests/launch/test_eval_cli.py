@@ -27,6 +27,9 @@ def _run(*args, cwd):
     # found only when a worker builds the policy, after the results folder was opened: it is removed again
     (["--env", "generic_simpler/fractal_pick", "--policy", "scripted_expert", "--episodes", "1",
       "--policy-option", "expert_descent=zigzag"], "'zigzag'"),
+    # a misspelt option key would otherwise run the default silently
+    (["--env", "personalized_simpler", "--policy", "vap", "--policy-option", "vap_candiates=10"], "'vap_candiates'"),
+    (["--env", "classic_control", "--policy-option", "window=5"], "'window'"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_results(tmp_path, args, needle):
     out = tmp_path / "res"

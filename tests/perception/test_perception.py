@@ -307,6 +307,34 @@ def test_margins_ignore_overlapping_alternatives():
     assert np.allclose(margins(np.array([0.3]), np.ones((1, 1), bool)), [0.0])
 
 
+def test_a_union_yields_to_the_part_that_alone_matches_better():
+    from perception.matching import prefer_part
+
+    mine, other, elsewhere = (np.zeros((12, 12), bool) for _ in range(3))
+    mine[6:12, 2:8] = True
+    other[0:6, 2:8] = True  # the look-alike just behind (above in the image)
+    elsewhere[0:3, 9:12] = True
+    union = mine | other
+    masks = [union, mine, other, elsewhere]
+    # the union inherited my object's margin and won; alone, my object matches the references clearly better
+    assert prefer_part(masks, 0, np.array([6.7, 8.2, 6.1, 5.0])) == 1
+    # fragments of one object score about like their union: keep the whole object
+    assert prefer_part(masks, 0, np.array([6.1, 6.15, 6.0, 5.0])) == 0
+    # one contained candidate is not a union of parts; a winner that is a part stays itself
+    assert prefer_part([union, mine, elsewhere], 0, np.array([6.0, 9.0, 5.0])) == 0
+    assert prefer_part(masks, 1, np.array([9.0, 6.0, 6.0, 5.0])) == 1
+
+
+def test_score_with_cues_matches_score():
+    matcher = InstanceMatcher()
+    objs, frame, rng = scene(3, same_colour=True)
+    matcher.set_references(reference_views(objs[0], 2, rng))
+    cands = ProposalDetector().detect(frame.image, "mug", depth=frame.depth)
+    probs, cues = matcher.score_with_cues(frame.image, cands)
+    assert np.allclose(probs, matcher.score(frame.image, cands))
+    assert set(cues) == set(matcher.config.components) and all(len(v) == len(cands) for v in cues.values())
+    assert matcher.absolute(cues).shape == (len(cands),)
+
 def test_embedder_cache_shares_one_pass_and_matches_the_network():
     from perception.embedders import MobileNetEmbedder
     from perception.mobilenet_v2 import class_probabilities, pooled_features
