@@ -20,6 +20,13 @@ class ArgumentParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def require_positive(args: argparse.Namespace, names: tuple[str, ...]) -> None:
+    """ConfigError naming the first of ``names`` (argparse dests) whose value is below 1."""
+    for name in names:
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+
+
 def main_guard(fn: Callable[..., int | None]) -> Callable[..., int]:
     """Run a CLI main; a ConfigError becomes one stderr line and exit 2, Ctrl-C exit 130 (results stay resumable)."""
 

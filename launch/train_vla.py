@@ -31,7 +31,7 @@ from agents.episodic import run_episode
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
-from launch.cli import ArgumentParser, main_guard
+from launch.cli import ArgumentParser, main_guard, require_positive
 from perception.text_encoder import load_text_encoder
 from policies.scripted_expert import DESCENTS
 from policies.vla.checkpoint import load_checkpoint, read_manifest, save_checkpoint
@@ -262,9 +262,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for t in tasks:
         if t not in GENERIC_TASKS:
             raise ConfigError(f"unknown generic task {t!r}; valid: {', '.join(GENERIC_TASKS)}")
-    for name in ("demos", "epochs", "batch_size", "workers", "chunk", "width", "threads"):
-        if getattr(args, name) < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    require_positive(args, ("demos", "epochs", "batch_size", "workers", "chunk", "width", "threads"))
     if not 0.0 <= args.dropout < 1.0 or args.shift_cells < 0:
         raise ConfigError(f"--dropout must be in [0, 1) and --shift-cells >= 0, got {args.dropout}, "
                           f"{args.shift_cells}")

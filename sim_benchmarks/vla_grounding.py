@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", default=",".join(GENERIC_TASKS))
     p.add_argument("--splits", default="train,test")
     p.add_argument("--out", type=Path, default=Path("runs/vla_grounding"))
+    p.add_argument("--no-attributes", action="store_true",
+                   help="ignore the checkpoint's attribute detectors (the head's own grounding alone)")
     args = p.parse_args(argv)
     try:
         if args.episodes < 1:
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             if s not in SPLITS:
                 raise choice_error("split", s, SPLITS)
         torch.set_num_threads(1)
-        policy = GenericVLA.from_checkpoint(args.checkpoint)
+        policy = GenericVLA.from_checkpoint(args.checkpoint, attributes=not args.no_attributes)
         rows = [first_frame_grounding(policy, t, s, args.episodes, args.seed) for t in tasks for s in splits]
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python -m sim_benchmarks.vla_grounding " + shlex.join(sys.argv[1:] if argv is None else argv)
     write_json_atomic(args.out / "vla_grounding.json", {"schema": "embodia.vla_grounding/1", "command": command,
-                                                        "checkpoint": str(args.checkpoint), "rows": rows})
+                                                        "checkpoint": str(args.checkpoint),
+                                                        "attributes": not args.no_attributes, "rows": rows})
     table = markdown(rows)
     (args.out / "vla_grounding.md").write_text(f"`{command}`\n\n{table}\n")
     print(table)

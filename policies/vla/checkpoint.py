@@ -37,6 +37,8 @@ class HeadBundle:
     action_std: np.ndarray
     state_mean: np.ndarray  # (state_dim,)
     state_std: np.ndarray
+    # Optional per-word attribute detectors that re-weight the memory heatmap (policies/vla/attributes.py).
+    grounder: Any = None
 
 
 def sha256_file(path: Path) -> str:
@@ -123,6 +125,11 @@ def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> HeadBundle:
         first = str(exc).strip().splitlines()[0][:200]
         raise ConfigError(f"checkpoint weights {str(weights)!r} do not match its head_config: {first}") from exc
     freeze(head)
+    grounder = None
+    if "attributes" in manifest:
+        from policies.vla.attributes import load_attributes
+
+        grounder = load_attributes(folder, manifest["attributes"])
     return HeadBundle(
         config=config,
         head=head,
@@ -130,6 +137,7 @@ def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> HeadBundle:
         action_std=payload["action_std"].numpy(),
         state_mean=payload["state_mean"].numpy(),
         state_std=payload["state_std"].numpy(),
+        grounder=grounder,
     )
 
 

@@ -88,6 +88,7 @@ class GenericVLA:
         action_steps: int | None = None,
         instruction_rewrite: Callable[[str], str] | None = None,
         text_encoder: Any = None,
+        attributes: bool = True,
     ) -> None:
         if execution not in EXECUTION_MODES:
             raise choice_error("execution mode", execution, EXECUTION_MODES)
@@ -102,6 +103,8 @@ class GenericVLA:
             raise ConfigError(f"action_steps {steps} is out of range; valid: 1..{self.cfg.chunk} (the chunk length)")
         self.queue = ActionQueue(steps)
         self.instruction_rewrite = instruction_rewrite
+        # The checkpoint's attribute detectors (if it has them) vote on which object the memory remembers.
+        self.grounder = bundle.grounder if attributes else None
         self.text_encoder = text_encoder if text_encoder is not None else load_text_encoder()
         self.instruction = ""
         self._text: torch.Tensor | None = None
@@ -148,8 +151,17 @@ class GenericVLA:
             s = (raw - self.bundle.state_mean) / self.bundle.state_std
             state = torch.as_tensor(s, dtype=torch.float32).view(1, -1)
         if self.cfg.memory and self._memory is None:  # the episode's first frame: localise and remember
-            self._memory = self.bundle.head.remember(feats, self._text, self._words)
+            window = self.grounder.cfg.window if self.grounder is not None else 0
+            self._memory = self.bundle.head.remember(feats, self._text, self._words, prior=self._prior(obs),
+                                                     prior_window=window)
         return feats, self._text, state, self._memory
+
+    def _prior(self, obs: dict[str, Any]) -> torch.Tensor | None:
+        """The attribute detectors' weighted log-probability map of the instruction's words (1×h×w), or None."""
+        if self.grounder is None:
+            return None
+        logp = self.grounder.log_prob_map(first_camera(obs["image"]), self.instruction)
+        return None if logp is None else self.grounder.cfg.weight * logp[None]
 
     @torch.inference_mode()
     def predict_chunk(self, obs: dict[str, Any]) -> np.ndarray:

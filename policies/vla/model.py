@@ -199,11 +199,16 @@ class FiLMActionHead(nn.Module):
         return fine, stem, x
 
     def localise(self, fine: torch.Tensor, stem: torch.Tensor, coarse: torch.Tensor,
-                 words: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                 words: torch.Tensor | None = None, prior: torch.Tensor | None = None,
+                 prior_window: int = 0) -> dict[str, torch.Tensor]:
         """Each remembered object's heatmap logits (N×M×G×G), image position ``uv`` (N×M×2, [-1, 1] edge-aligned,
         y down), table position ``xy`` (N×M×2, metres) and heatmap-weighted feature descriptor (N×M×width).
 
-        Word-additive heads need ``words`` (N×W×384 word embeddings, zero rows = padding)."""
+        Word-additive heads need ``words`` (N×W×384 word embeddings, zero rows = padding). ``prior`` (N×h×w, any
+        grid over the same image, in logit units) is added to the described object's heatmap — the attribute
+        detectors' vote on *which* object (``policies/vla/attributes.py``); the goal's heatmap is left alone. With
+        ``prior_window`` > 0 the vote only picks the object: the heatmap keeps its own logits within that many cells
+        of the voted peak and is ruled out elsewhere, so the vote cannot pull the position off the object's base."""
         n, m = coarse.shape[0], self.cfg.memory
         if self.cfg.words:
             if words is None:
@@ -216,6 +221,17 @@ class FiLMActionHead(nn.Module):
         else:
             up = F.interpolate(coarse, size=fine.shape[-2:], mode="bilinear", align_corners=False)
             logits = self.heat(torch.cat([up, fine], dim=1))
+        if prior is not None:
+            vote = F.interpolate(prior[:, None].float(), size=logits.shape[-2:], mode="bilinear", align_corners=False)
+            obj = logits[:, :1] + vote
+            if prior_window > 0:
+                side = obj.shape[-1]
+                peak = obj.flatten(1).argmax(1)
+                rows = torch.arange(side)[None, :, None] - (peak // side)[:, None, None]
+                cols = torch.arange(side)[None, None, :] - (peak % side)[:, None, None]
+                near = (rows.abs() <= prior_window) & (cols.abs() <= prior_window)
+                obj = torch.where(near[:, None], logits[:, :1], logits[:, :1] - 1e4)
+            logits = torch.cat([obj, logits[:, 1:]], dim=1)
         g = logits.shape[-1]
         probs = torch.softmax(logits.flatten(2), dim=-1).view(n, m, g, g)
         centres = (torch.arange(g, dtype=probs.dtype) * 2 + 1) / g - 1
@@ -227,9 +243,10 @@ class FiLMActionHead(nn.Module):
         xy = self.geometry(torch.cat([uv, scene], dim=-1)) * AUX_SCALE + torch.tensor(TABLE_CENTRE)
         return {"logits": logits, "uv": uv, "xy": xy, "desc": desc}
 
-    def remember(self, feats: torch.Tensor, text: torch.Tensor, words: torch.Tensor | None = None) -> torch.Tensor:
+    def remember(self, feats: torch.Tensor, text: torch.Tensor, words: torch.Tensor | None = None,
+                 prior: torch.Tensor | None = None, prior_window: int = 0) -> torch.Tensor:
         """The object memory of a first frame: N×M×(2 + width) = table xy (metres) ‖ descriptor."""
-        loc = self.localise(*self.trunk(feats, text), words=words)
+        loc = self.localise(*self.trunk(feats, text), words=words, prior=prior, prior_window=prior_window)
         return torch.cat([loc["xy"], loc["desc"]], dim=-1)
 
     def forward_with_aux(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None,

@@ -14,6 +14,7 @@ Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI impo
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from envs.errors import ConfigError, choice_error
@@ -36,7 +37,12 @@ def _base(ctx: PolicyContext) -> Any:
     specs = registry.policies()
     if name in VAP_POLICIES or name not in specs:
         raise choice_error("vap_base policy", name, [n for n in specs if n not in VAP_POLICIES])
-    return specs[name].factory(ctx)
+    # The generic VLA's attribute detectors were trained on natural object textures; on VAP's recoloured object
+    # they misfire (a recoloured black box scored no higher for "purple box" than a red striped cup) and pull the
+    # remembered position off it, while the recolour already makes the object unique by colour. So VAP's base
+    # runs without them unless --policy-option vla_attributes=true says otherwise (docs/vap.md, main table).
+    options = {"vla_attributes": False, **ctx.options}
+    return specs[name].factory(dataclasses.replace(ctx, options=options))
 
 
 def _privileged(ctx: PolicyContext):

@@ -4,7 +4,8 @@
 the instruction — the baseline VAP has to beat on personalized tasks, and the plain generic policy on the
 generic tasks. Policy options: ``vla_checkpoint`` (another checkpoint folder), ``vla_execution`` (``first``: the
 chunk's first action every step, default; ``ensemble``: temporal ensembling of overlapping chunks; ``queue``:
-``vla_action_steps`` actions of each chunk open loop, default the whole chunk).
+``vla_action_steps`` actions of each chunk open loop, default the whole chunk), ``vla_attributes`` (``false``:
+ignore the checkpoint's attribute detectors, for A/B runs).
 ``hard_prompt`` / ``soft_prompt`` (personalized suite only) describe the personal object from
 ``info["reference_images"]`` in words or as an instruction-space vector; see ``policies/vla/prompt_baselines.py``.
 """
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from envs.errors import ConfigError
 from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
 
 if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI imports every suite module per call
@@ -28,6 +30,8 @@ if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI impo
     from policies.vla.prompt_baselines import HardPrompt, SoftPrompt, SoftPromptMap
 
 SUITES = ("personalized_simpler", "generic_simpler")
+# The --policy-option keys _generic reads (the prompt baselines are built on it, so they read the same).
+VLA_OPTIONS = ("vla_checkpoint", "vla_execution", "vla_action_steps", "vla_attributes")
 
 
 @functools.lru_cache(maxsize=4)
@@ -45,11 +49,13 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
     folder = str(ctx.options.get("vla_checkpoint", DEFAULT_CHECKPOINT))
     steps = ctx.options.get("vla_action_steps")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
-        from envs.errors import ConfigError
-
         raise ConfigError(f"vla_action_steps must be an integer, got {steps!r}; valid: 1..the chunk length")
+    attributes = ctx.options.get("vla_attributes", True)
+    if not isinstance(attributes, bool):
+        raise ConfigError(f"vla_attributes must be true or false, got {attributes!r}")
     return GenericVLA(_bundle(folder), execution=str(ctx.options.get("vla_execution", "first")),
-                      action_steps=None if steps is None else int(steps), instruction_rewrite=drop_possessive)
+                      action_steps=None if steps is None else int(steps), instruction_rewrite=drop_possessive,
+                      attributes=attributes)
 
 
 register_policy(PolicySpec(
@@ -57,6 +63,7 @@ register_policy(PolicySpec(
     description="frozen built-in generic VLA (MobileNetV2 + MiniLM + FiLM head); 'my' dropped from the instruction",
     factory=_generic,
     suites=SUITES,
+    options=VLA_OPTIONS,
 ))
 
 
@@ -108,10 +115,12 @@ register_policy(PolicySpec(
     description="generic VLA told the personal object's dominant reference-image colour ('the blue mug')",
     factory=_hard_prompt,
     suites=("personalized_simpler",),
+    options=VLA_OPTIONS,
 ))
 register_policy(PolicySpec(
     name="soft_prompt",
     description="generic VLA conditioned on a concept vector regressed from the reference images (no robot data)",
     factory=_soft_prompt,
     suites=("personalized_simpler",),
+    options=VLA_OPTIONS,
 ))
