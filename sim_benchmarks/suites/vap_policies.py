@@ -1,7 +1,8 @@
 """Registers the VAP policies for ``personalized_simpler``: ``vap`` and ``oracle_mask`` (VAP with simulator masks).
 
-Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA), so any base
-works. Options: ``vap_style`` (highlight style), ``vap_refs`` (use only the first N reference images),
+Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA, built without
+its attribute detectors unless ``vla_attributes=true``), so any base works. Options: ``vap_style`` (highlight
+style), ``vap_refs`` (use only the first N reference images),
 ``vap_components`` (comma-separated matcher cues), ``vap_every`` (tracker re-localisation period),
 ``vap_embedder`` (local DINOv2/CLIP folder), ``vap_embed_size`` (MobileNetV2 input side for crops; default: the
 96-pixel crop itself), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
@@ -40,7 +41,7 @@ def _base(ctx: PolicyContext) -> Any:
     # The generic VLA's attribute detectors were trained on natural object textures; on VAP's recoloured object
     # they misfire (a recoloured black box scored no higher for "purple box" than a red striped cup) and pull the
     # remembered position off it, while the recolour already makes the object unique by colour. So VAP's base
-    # runs without them unless --policy-option vla_attributes=true says otherwise (docs/vap.md, main table).
+    # runs without them unless --policy-option vla_attributes=true says otherwise (docs/generic_vla.md).
     options = {"vla_attributes": False, **ctx.options}
     return specs[name].factory(dataclasses.replace(ctx, options=options))
 
