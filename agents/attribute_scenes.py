@@ -18,7 +18,8 @@ from envs.errors import choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.objects import find_instance
 from envs.manipulation.tasks import GENERIC_TASKS
-from policies.vla.attributes import STRIDE, VOCAB, label_maps, resize_square
+from policies.vla.attributes import STRIDE, VOCAB, label_maps
+from policies.vla.conversions import resize_image
 
 SCENE_SPLITS = ("train", "train_extended", "test")
 MAX_OBJECTS = 12  # object ids per scene are stored padded to this many
@@ -62,7 +63,7 @@ def collect_scenes(cfg: SceneConfig, on_progress: Callable[[int], None] | None =
             for o in state["objects"]:
                 inst = find_instance(o["instance_id"])
                 described.append((int(o["body"]), (inst.colour, inst.pattern, inst.category)))
-            images.append(resize_square(image, cfg.input_size))
+            images.append(resize_image(image, cfg.input_size))
             labels.append(label_maps(seg, described, VOCAB, grid))
             segs.append(cv2.resize(seg.astype(np.int32), (grid, grid), interpolation=cv2.INTER_NEAREST))
             ids = np.full(MAX_OBJECTS, -1, np.int32)

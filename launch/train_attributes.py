@@ -19,6 +19,7 @@ import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -63,17 +64,10 @@ def scenes(split: str, per_task: int, seed: int, size: int, workers: int, folder
     jobs = [(SceneConfig(task=t, split=split, scenes=per_task, seed=seed + 100_000 * k, input_size=size),
              folder / f"{split}_{t}_{seed + 100_000 * k}_{per_task}_{size}.npz")
             for k, t in enumerate(GENERIC_TASKS)]
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            paths = []
-            for p in pool.map(_block, jobs):
-                paths.append(p)
-                if on_block is not None:
-                    on_block(1)
-    else:
-        paths = []
-        for job in jobs:
-            paths.append(_block(job))
+    paths = []
+    with ProcessPoolExecutor(max_workers=workers) if workers > 1 else nullcontext() as pool:
+        for path in (pool.map if pool is not None else map)(_block, jobs):
+            paths.append(path)
             if on_block is not None:
                 on_block(1)
     parts = []

@@ -29,6 +29,7 @@ from torch.nn import functional as F
 
 from envs.errors import ConfigError
 from envs.manipulation.objects import CATEGORIES, COLOURS, PATTERNS
+from policies.vla.conversions import resize_image
 
 VOCAB: tuple[str, ...] = (*COLOURS, *PATTERNS, *CATEGORIES)
 STRIDE = 4  # the detectors' output grid is the input size / 4
@@ -91,16 +92,6 @@ class AttributeNet(nn.Module):
         return self.out(h)
 
 
-def resize_square(image: np.ndarray, size: int) -> np.ndarray:
-    """H×W×3 uint8 → size×size×3 (area interpolation when shrinking)."""
-    import cv2
-
-    if image.shape[:2] == (size, size):
-        return np.ascontiguousarray(image)
-    interp = cv2.INTER_AREA if image.shape[0] > size else cv2.INTER_LINEAR
-    return cv2.resize(np.ascontiguousarray(image), (size, size), interpolation=interp)
-
-
 def instruction_words(instruction: str, vocab: Sequence[str]) -> list[int]:
     """Vocabulary indices of the instruction's attribute words, in order (other words carry no attribute)."""
     tokens = instruction.lower().replace(",", " ").replace(".", " ").split()
@@ -115,16 +106,23 @@ class AttributeGrounder:
         self.cfg = cfg
 
     @torch.inference_mode()
+    def word_log_probs(self, image: np.ndarray, instruction: str) -> torch.Tensor | None:
+        """k×(S/4)×(S/4) log P(word | pixel) for the instruction's k attribute words; None when it names none."""
+        idx = instruction_words(instruction, self.cfg.vocab)
+        if not idx:
+            return None
+        x = torch.from_numpy(resize_image(np.asarray(image, np.uint8), self.cfg.input_size)).permute(2, 0, 1)
+        return F.logsigmoid(self.net(x[None]))[0, idx]
+
+    @torch.inference_mode()
     def log_prob_map(self, image: np.ndarray, instruction: str) -> torch.Tensor | None:
         """(S/4)×(S/4) sum over the instruction's attribute words of log P(word | pixel), raised to 0 where every
         word is likely (``tolerance``) and max-pooled over ``pool`` cells, so an object's base (where the head's
         heatmap peaks) gets the score of the body above it; None when the instruction names no attribute the
         detectors know."""
-        idx = instruction_words(instruction, self.cfg.vocab)
-        if not idx:
+        logp = self.word_log_probs(image, instruction)
+        if logp is None:
             return None
-        x = torch.from_numpy(resize_square(np.asarray(image, np.uint8), self.cfg.input_size)).permute(2, 0, 1)
-        logp = F.logsigmoid(self.net(x[None]))[0, idx]
         vote = (logp + self.cfg.tolerance).clamp(max=0.0).sum(0)
         return F.max_pool2d(vote[None, None], self.cfg.pool, 1, self.cfg.pool // 2)[0, 0]
 
@@ -164,12 +162,10 @@ def grounding_accuracy(grounder: AttributeGrounder, images: np.ndarray, instruct
     described one (objects given as boolean cell masks on the detectors' grid; scenes without cells skipped)."""
     hits = n = 0
     for image, text, cells, target in zip(images, instructions, object_cells, targets, strict=True):
-        idx = instruction_words(text, grounder.cfg.vocab)
-        if not idx or not cells:
+        words = grounder.word_log_probs(image, text) if cells else None
+        if words is None:
             continue
-        x = torch.from_numpy(resize_square(image, grounder.cfg.input_size)).permute(2, 0, 1)[None]
-        with torch.inference_mode():
-            logp = F.logsigmoid(grounder.net(x))[0, idx].sum(0).numpy()
+        logp = words.sum(0).numpy()
         scores = {body: float(logp[m].mean()) for body, m in cells.items() if m.any()}
         if scores:
             n += 1
@@ -257,9 +253,9 @@ def load_attributes(folder: str | Path, entry: dict[str, Any]) -> AttributeGroun
     return AttributeGrounder(freeze(net), cfg)
 
 
-def attach_attributes(checkpoint: str | Path, source: str | Path, weight: float | None = None) -> dict[str, Any]:
+def attach_attributes(checkpoint: str | Path, source: str | Path) -> dict[str, Any]:
     """Copy trained detectors (a folder written by ``launch.train_attributes``) into a head checkpoint folder and
-    record them in its manifest; ``weight`` overrides the heatmap weight. Returns the new manifest entry."""
+    record them in its manifest. Returns the new manifest entry."""
     import shutil
 
     from policies.vla.checkpoint import MANIFEST_FILE, read_manifest
@@ -271,8 +267,6 @@ def attach_attributes(checkpoint: str | Path, source: str | Path, weight: float 
         raise ConfigError(f"{str(source)!r} holds no trained attribute detectors (attributes.json is missing)")
     entry = json.loads(entry_path.read_text())
     load_attributes(source, entry)  # verify before touching the checkpoint
-    if weight is not None:
-        entry["config"] = {**entry["config"], "weight": float(weight)}
     shutil.copyfile(source / entry["file"], checkpoint / entry["file"])
     manifest["attributes"] = entry
     tmp = checkpoint / (MANIFEST_FILE + ".tmp")
