@@ -13,7 +13,10 @@ own rather than only through the colour they co-occur with.
 DAgger-style collection (``driver``): a trained generic-VLA checkpoint *executes* the approach and descent while the
 expert, running alongside on the privileged state, supplies the labels; the episode ends when the expert would
 close the gripper or the policy closes it. The data then covers the states the learned policy actually reaches
-(e.g. hovering 1–3 cm off the object), labelled with what the expert would do there.
+(e.g. hovering 1–3 cm off the object), labelled with what the expert would do there. With ``driven_part="carry"``
+(place tasks) the expert executes the approach, grasp and lift, and the checkpoint executes the carry, lowering and
+release from there: the grasp is the expert's own, so its phase machine still describes the state, and the data
+covers where the policy actually carries the object (e.g. short of the spot beside the anchor, or onto it).
 """
 
 from __future__ import annotations
@@ -49,10 +52,13 @@ class DemoConfig:
     # its sha256 is part of the config, so blocks of another checkpoint are never reused.
     driver: str = ""
     driver_sha256: str = ""
+    driven_part: str = "approach"  # what the driver executes: "approach" (+ descent) or "carry" (+ lower, release)
 
 
 DEMO_SPLITS = ("train", "train_extended")  # demonstrations never use test instances
 DRIVER_INDEX_OFFSET = 1_000_000  # driven episodes get their own seeds and episode ids (never an expert demo's)
+DRIVEN_PARTS = {"approach": 1, "carry": 2}  # part → multiple of the offset (approach- and carry-driven ids differ)
+CARRY_PHASES = ("carry", "lower", "release")  # the expert phases a carry-driven episode hands to the driver
 
 
 @dataclass
@@ -129,6 +135,11 @@ def collect_demos(
         raise ConfigError(f"demo episodes must be >= 1, got {cfg.episodes}")
     if cfg.split not in DEMO_SPLITS:
         raise choice_error("demonstration split", cfg.split, DEMO_SPLITS)
+    if cfg.driven_part not in DRIVEN_PARTS:
+        raise choice_error("driven part", cfg.driven_part, sorted(DRIVEN_PARTS))
+    carry = cfg.driven_part == "carry"
+    if carry and cfg.driver and any(GENERIC_TASKS[t].kind == "pick" for t in cfg.tasks):
+        raise ConfigError(f"carry-driven episodes need place tasks (a pick task has no carry), got {list(cfg.tasks)}")
     indices = range(cfg.episodes) if indices is None else indices
     envs: dict[str, Any] = {}
     demos = Demos()
@@ -144,7 +155,7 @@ def collect_demos(
                 envs[task] = make_env(task, {"image_size": cfg.image_size, "split": cfg.split})
             env = envs[task]
             if driver is not None:
-                i += DRIVER_INDEX_OFFSET
+                i += DRIVER_INDEX_OFFSET * DRIVEN_PARTS[cfg.driven_part]
             rng = episode_rng(cfg.seed, i)
             env_seed = int(rng.integers(2**31 - 1))
             noisy = bool(rng.random() < cfg.noise_fraction)
@@ -162,12 +173,22 @@ def collect_demos(
             goal_start = np.full(3, np.nan, np.float32) if goal is None else np.asarray(goal, np.float32)
             frames, states, actions = [], [], []
             step_info: dict[str, Any] = {}
+            driven_steps = 0
             while True:
                 frames.append(encode_frame(obs["image"]))
                 states.append(np.asarray(obs["ee_state"], np.float32))
                 executed = expert.act(obs)  # always: it advances the expert's phases and gives the label
                 actions.append(expert.last_clean_action.copy())
-                if driver is not None:
+                if driver is not None and carry:
+                    # The driver sees every frame (its object memory comes from the first) but acts only once
+                    # the expert's own grasp is lifted. If it opens the gripper while the expert would still
+                    # hold, that frame keeps the label "hold" and the episode ends (the object is dropped).
+                    proposed = np.asarray(driver.act(obs), np.float32)
+                    if expert.phase in CARRY_PHASES:
+                        executed, driven_steps = proposed, driven_steps + 1
+                        if proposed[6] <= 0 and expert.phase != "release":
+                            break
+                elif driver is not None:
                     # Driven episodes record the approach + descent only: once the expert would close, or the
                     # policy closes, the expert's phase machine no longer describes the state (it cannot tell
                     # whether the policy's grasp holds), so the episode ends there. The frame where the policy
@@ -185,8 +206,10 @@ def collect_demos(
                       "success": success, "instruction": text}
             keep = success or cfg.keep_failed
             if driver is not None:
-                record["driven_steps"] = len(actions)
-                keep = True  # every driven frame carries the expert's label at a state the policy reached
+                record["driven_steps"] = driven_steps if carry else len(actions)
+                # every driven frame carries the expert's label at a state the policy reached; a carry-driven
+                # episode the driver never took over (the noisy expert missed its grasp) is an expert demo
+                keep = keep or not carry or driven_steps > 0
             demos.episodes.append(record)
             if keep:
                 demos.frames += frames

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.demonstrations import DEMO_SPLITS, DemoConfig, Demos, collect_demos
+from agents.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig, Demos, collect_demos
 from agents.episodic import run_episode
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
@@ -34,6 +34,7 @@ from envs.manipulation.tasks import GENERIC_TASKS
 from launch.cli import ArgumentParser, main_guard, require_positive
 from perception.text_encoder import load_text_encoder
 from policies.scripted_expert import DESCENTS
+from policies.vla.attributes import attach_attributes
 from policies.vla.checkpoint import load_checkpoint, read_manifest, save_checkpoint
 from policies.vla.generic import GenericVLA, encode_words, image_features
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
@@ -128,7 +129,8 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     # The key leaves out the episode count: a longer or shorter run reuses the blocks it shares with this one.
     # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
     # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
-    defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", ""), ("split", "train")}
+    defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", ""), ("split", "train"),
+                ("driven_part", "approach")}
     # a driver is keyed by its weights' sha256, not by the folder it was read from
     content = {k: v for k, v in asdict(cfg).items() if k not in ("episodes", "driver") and (k, v) not in defaults}
     encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
@@ -250,6 +252,12 @@ def build_parser() -> ArgumentParser:
                    help="DAgger: a generic-VLA checkpoint folder that executes the approach + descent of extra "
                         "episodes while the expert labels them (added to the expert demos)")
     p.add_argument("--dagger-demos", type=int, default=0, help="episodes driven by --dagger (0 = none)")
+    p.add_argument("--dagger-part", default="approach",
+                   help="what --dagger executes: approach (+ descent, all tasks) or carry (+ lower and release, "
+                        "place tasks only; the expert grasps and lifts)")
+    p.add_argument("--init", type=Path, default=None,
+                   help="fine-tune: start from this checkpoint's weights, head config and normalisation (the "
+                        "head-shape options are taken from it); its attribute detectors are carried over")
     p.add_argument("--eval-episodes", type=int, default=10, help="closed-loop episodes per task (0 = skip)")
     p.add_argument("--checkpoint-out", type=Path, default=None, help="checkpoint folder (default OUT/checkpoint)")
     return p
@@ -298,11 +306,21 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if (args.dagger is None) != (args.dagger_demos <= 0):
         raise ConfigError(f"--dagger and --dagger-demos > 0 go together, got --dagger {args.dagger} and "
                           f"--dagger-demos {args.dagger_demos}")
+    if args.dagger_part not in DRIVEN_PARTS:
+        raise choice_error("--dagger-part", args.dagger_part, sorted(DRIVEN_PARTS))
     driven_cfg = None
     if args.dagger is not None:
         load_checkpoint(args.dagger)  # verified here, so a bad folder fails before anything is collected
         driver_sha = read_manifest(args.dagger)["weights_sha256"]
-        driven_cfg = replace(demo_cfg, episodes=args.dagger_demos, driver=str(args.dagger), driver_sha256=driver_sha)
+        driven_tasks = tuple(t for t in tasks if args.dagger_part != "carry" or GENERIC_TASKS[t].kind != "pick")
+        if not driven_tasks:
+            raise ConfigError(f"--dagger-part carry needs a place task in --tasks, got {args.tasks}")
+        driven_cfg = replace(demo_cfg, tasks=driven_tasks, episodes=args.dagger_demos, driver=str(args.dagger),
+                             driver_sha256=driver_sha, driven_part=args.dagger_part)
+    init = load_checkpoint(args.init) if args.init is not None else None
+    if init is not None and init.config.vision != vision:
+        raise ConfigError(f"--init {str(args.init)!r} was trained on {init.config.vision.backbone} at "
+                          f"{init.config.vision.input_size}px, not {vision.backbone} at {vision.input_size}px")
     out.mkdir(parents=True, exist_ok=True)  # only once every option has been checked: bad input writes nothing
     cache = args.demo_cache or out / "demos.npz"
     if args.demo_cache is None and not cache.exists():
@@ -324,16 +342,17 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
                       arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"), arr.get("goals"),
                       embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None)
-    head_cfg = HeadConfig(vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
-                          dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0,
-                          memory=args.memory, words=args.words)
+    head_cfg = init.config if init is not None else HeadConfig(
+        vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
+        dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0, memory=args.memory,
+        words=args.words)
     train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                             patience=args.patience, max_minutes=args.minutes, seed=args.seed,
                             shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
                             heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise)
     log = TrainLog(out)
     with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
-        bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append)
+        bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append, init=init)
     command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                  else sys.argv[1:]))
     episodes = meta["episodes"]
@@ -346,6 +365,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                       "train_config": {k: v for k, v in asdict(replace(train_cfg, head=head_cfg)).items()
                                        if k != "head"}}
     digest = save_checkpoint(bundle, ckpt, training=training_facts)
+    if init is not None and "attributes" in read_manifest(args.init):
+        attach_attributes(ckpt, args.init)
+        bundle = load_checkpoint(ckpt)  # the evaluation below then runs the policy as it ships
     evaluation: dict[str, Any] = {}
     if args.eval_episodes > 0:
         policy = GenericVLA(bundle)

@@ -254,8 +254,9 @@ def load_attributes(folder: str | Path, entry: dict[str, Any]) -> AttributeGroun
 
 
 def attach_attributes(checkpoint: str | Path, source: str | Path) -> dict[str, Any]:
-    """Copy trained detectors (a folder written by ``launch.train_attributes``) into a head checkpoint folder and
-    record them in its manifest. Returns the new manifest entry."""
+    """Copy trained detectors into a head checkpoint folder and record them in its manifest. ``source`` is a
+    folder written by ``launch.train_attributes`` or another head checkpoint that has them (a fine-tuned head keeps
+    its parent's detectors). Returns the new manifest entry."""
     import shutil
 
     from policies.vla.checkpoint import MANIFEST_FILE, read_manifest
@@ -263,9 +264,12 @@ def attach_attributes(checkpoint: str | Path, source: str | Path) -> dict[str, A
     checkpoint, source = Path(checkpoint), Path(source)
     manifest = read_manifest(checkpoint)
     entry_path = source / "attributes.json"
-    if not entry_path.is_file():
+    if entry_path.is_file():
+        entry = json.loads(entry_path.read_text())
+    elif (source / MANIFEST_FILE).is_file() and "attributes" in read_manifest(source):
+        entry = read_manifest(source)["attributes"]
+    else:
         raise ConfigError(f"{str(source)!r} holds no trained attribute detectors (attributes.json is missing)")
-    entry = json.loads(entry_path.read_text())
     load_attributes(source, entry)  # verify before touching the checkpoint
     shutil.copyfile(source / entry["file"], checkpoint / entry["file"])
     manifest["attributes"] = entry

@@ -190,8 +190,13 @@ def train_head(
     cfg: TrainConfig,
     on_progress: Callable[[int], None] | None = None,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    init: HeadBundle | None = None,
 ) -> tuple[HeadBundle, dict[str, Any]]:
-    """Fit the head by masked, weighted MSE on normalised chunk targets; keep the best-validation weights."""
+    """Fit the head by masked, weighted MSE on normalised chunk targets; keep the best-validation weights.
+
+    ``init`` (fine-tuning) starts from a trained bundle's weights and keeps its normalisation statistics, so the
+    outputs it was trained to produce keep their meaning; its config must be ``cfg.head``.
+    """
     if len(data) < 2:
         raise ConfigError(f"need at least 2 demonstration frames to train, got {len(data)}")
     torch.manual_seed(cfg.seed)
@@ -202,10 +207,15 @@ def train_head(
         raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {raw_states.shape[1]}")
     targets, mask = chunk_targets(data.actions, data.episode, head_cfg.chunk)
     train_m, val_m = split_episodes(data.episode, cfg.val_fraction, cfg.seed)
-    a_mean = data.actions[train_m].mean(0)
-    a_std = data.actions[train_m].std(0) + 1e-3
-    s_mean = raw_states[train_m].mean(0) if raw_states.shape[1] else np.zeros(0, np.float32)
-    s_std = raw_states[train_m].std(0) + 1e-3 if raw_states.shape[1] else np.zeros(0, np.float32)
+    if init is not None:
+        if init.config != head_cfg:
+            raise ConfigError("the initial checkpoint's head config differs from the one to train")
+        a_mean, a_std, s_mean, s_std = init.action_mean, init.action_std, init.state_mean, init.state_std
+    else:
+        a_mean = data.actions[train_m].mean(0)
+        a_std = data.actions[train_m].std(0) + 1e-3
+        s_mean = raw_states[train_m].mean(0) if raw_states.shape[1] else np.zeros(0, np.float32)
+        s_std = raw_states[train_m].std(0) + 1e-3 if raw_states.shape[1] else np.zeros(0, np.float32)
 
     y = torch.as_tensor((targets - a_mean) / a_std, dtype=torch.float32)
     m = torch.as_tensor(mask)
@@ -220,6 +230,8 @@ def train_head(
         raise ConfigError(f"aux_dim must be 0 or 2 (target xy offset), got {head_cfg.aux_dim}")
     aux_y, aux_m = (torch.as_tensor(a) for a in aux_targets(data)) if head_cfg.aux_dim else (None, None)
     head = FiLMActionHead(head_cfg)
+    if init is not None:  # a trainable copy (checkpoints load frozen)
+        head.load_state_dict(init.head.state_dict())
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     train_idx = torch.as_tensor(np.flatnonzero(train_m))
     val_idx = torch.as_tensor(np.flatnonzero(val_m))
@@ -235,8 +247,9 @@ def train_head(
             idx_e = np.flatnonzero(data.episode == e)
             starts[idx_e] = idx_e[0]
         first_of = torch.as_tensor(starts)
-        head.ee_xy_mean.copy_(torch.as_tensor(s_mean[:2]))
-        head.ee_xy_std.copy_(torch.as_tensor(np.where(s_std[:2] > 0, s_std[:2], 1)))
+        if init is None:  # a fine-tuned head keeps the buffers it was trained with
+            head.ee_xy_mean.copy_(torch.as_tensor(s_mean[:2]))
+            head.ee_xy_std.copy_(torch.as_tensor(np.where(s_std[:2] > 0, s_std[:2], 1)))
     words = None
     if head_cfg.words:
         if data.word_table is None or data.word_table.shape[1] != head_cfg.words:

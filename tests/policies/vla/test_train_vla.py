@@ -93,6 +93,37 @@ def test_tiny_memory_head_run_localises_on_the_first_frame(tmp_path, words):
         assert policy._words.shape == (1, 1, 384)
     assert np.isfinite(policy.act(obs)).all()
     env.close()
+    if words:
+        return
+    # Carry-DAgger + fine-tuning: the expert grasps and lifts, the first head carries (place tasks only), and the
+    # new head starts from the first one's weights and normalisation.
+    first = tmp_path / "a" / "checkpoint"
+    tuned = run(["--out", str(tmp_path / "b"), "--eval-episodes", "0", "--dagger", str(first), "--dagger-part",
+                 "carry", "--dagger-demos", "2", "--init", str(first), "--demo-blocks", str(tmp_path / "a" /
+                 "demo_blocks"), *args[:-2], "--epochs", "1"])
+    assert tuned["demos"]["attempted"] == 4 and tuned["demos"]["driven"] == 2
+    meta = json.loads(str(np.load(tmp_path / "b" / "demos.npz")["meta"]))
+    driven = [e for e in meta["episodes"] if "driven_steps" in e]
+    assert all(e["task"] == "bridge_put_on" and e["index"] >= 2_000_000 for e in driven)
+    assert all(0 <= e["driven_steps"] <= e["steps"] for e in driven)
+    parent, child = load_checkpoint(first), load_checkpoint(tmp_path / "b" / "checkpoint")
+    assert child.config == parent.config
+    np.testing.assert_array_equal(child.action_mean, parent.action_mean)  # the parent's normalisation is kept
+    assert tuned["weights_sha256"] != summary["weights_sha256"]
+
+
+def test_fine_tuning_carries_the_parent_attribute_detectors(tmp_path):
+    import shutil
+
+    from policies.vla.attributes import attach_attributes
+
+    shutil.copytree("checkpoints/generic_vla", tmp_path / "ck")
+    manifest = json.loads((tmp_path / "ck" / "manifest.json").read_text())
+    entry = manifest.pop("attributes")
+    (tmp_path / "ck" / "manifest.json").write_text(json.dumps(manifest))
+    assert load_checkpoint(tmp_path / "ck").grounder is None
+    assert attach_attributes(tmp_path / "ck", "checkpoints/generic_vla") == entry  # a checkpoint as the source
+    assert load_checkpoint(tmp_path / "ck").grounder is not None
 
 
 def test_bad_arguments_exit_2(tmp_path, capsys):
@@ -113,6 +144,13 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "unknown --split 'test'" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--memory", "3"]) == 2
     assert "--memory must be 0, 1 or 2" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "out"), "--dagger-part", "lift"]) == 2
+    assert "unknown --dagger-part 'lift'" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "out"), "--dagger", "checkpoints/generic_vla", "--dagger-demos", "2",
+                 "--dagger-part", "carry", "--tasks", "fractal_pick"]) == 2
+    assert "needs a place task" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "out"), "--init", "checkpoints/generic_vla", "--input-size", "64"]) == 2
+    assert "was trained on cnn at 96px" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--memory", "2", "--backbone", "mobilenet_v2_imagenet"]) == 2
     assert "--memory needs --backbone cnn" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--words", "8"]) == 2
