@@ -53,12 +53,28 @@ class DemoConfig:
     driver: str = ""
     driver_sha256: str = ""
     driven_part: str = "approach"  # what the driver executes: "approach" (+ descent) or "carry" (+ lower, release)
+    # Recovery data: the expert re-grasps a lost object up to ``regrasps`` times, and in ``drop_fraction`` of the
+    # expert-executed episodes the executed gripper is forced open for DROP_STEPS steps once the object is lifted
+    # (the label stays the expert's), so the data shows an empty gripper being noticed and the object re-grasped.
+    regrasps: int = 0
+    drop_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.regrasps < 0:
+            raise ConfigError(f"expert re-grasps (--expert-regrasps) must be >= 0, got {self.regrasps}")
+        if not 0.0 <= self.drop_fraction <= 1.0:
+            raise ConfigError(f"drop fraction (--drop-fraction) must be in [0, 1], got {self.drop_fraction}")
+        if self.drop_fraction > 0 and self.regrasps < 1:
+            raise ConfigError(f"drop fraction {self.drop_fraction} needs expert re-grasps >= 1 (--expert-regrasps): "
+                              "a drop the expert does not recover from only produces failed episodes")
 
 
 DEMO_SPLITS = ("train", "train_extended")  # demonstrations never use test instances
 DRIVER_INDEX_OFFSET = 1_000_000  # driven episodes get their own seeds and episode ids (never an expert demo's)
 DRIVEN_PARTS = {"approach": 1, "carry": 2}  # part → multiple of the offset (approach- and carry-driven ids differ)
 CARRY_PHASES = ("carry", "lower", "release")  # the expert phases a carry-driven episode hands to the driver
+DROP_STEPS = 3  # executed steps with the gripper forced open: enough for the object to leave the fingers
+DROP_AFTER = (0, 3)  # the drop comes after this many lifted steps (high exclusive): low, so the object lands upright
 
 
 @dataclass
@@ -112,6 +128,17 @@ def relabelled_instruction(kind: str, info: dict[str, Any], original: str, rng: 
     return instruction(kind, subject, info.get("receptacle", "plate"))
 
 
+def drop_schedule(cfg: DemoConfig, index: int) -> int | None:
+    """After how many lifted / carried steps episode ``index`` drops its object (None: it does not).
+
+    Its own random stream, so turning drops on leaves every other draw of the episode (seeds, noise) unchanged.
+    """
+    if cfg.drop_fraction <= 0:
+        return None
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, index, 0xD809]))
+    return int(rng.integers(*DROP_AFTER)) if rng.random() < cfg.drop_fraction else None
+
+
 def episode_rng(seed: int, index: int) -> np.random.Generator:
     """The generator for episode ``index``: independent of which worker or order collects it."""
     return np.random.default_rng(np.random.SeedSequence([seed, index, 0xD3305]))
@@ -160,7 +187,9 @@ def collect_demos(
             env_seed = int(rng.integers(2**31 - 1))
             noisy = bool(rng.random() < cfg.noise_fraction)
             expert = ScriptedExpert(env, noise_std=cfg.noise_std if noisy else 0.0, seed=env_seed,
-                                    descent=cfg.descent)
+                                    descent=cfg.descent, max_regrasps=cfg.regrasps)
+            drop_after = drop_schedule(cfg, i) if driver is None else None
+            held_steps, drop_left, dropped = 0, 0, False
             obs, info = env.reset(seed=env_seed)
             text = relabelled_instruction(env.task.kind, info, obs["instruction"], rng) if cfg.relabel \
                 else obs["instruction"]
@@ -179,6 +208,13 @@ def collect_demos(
                 states.append(np.asarray(obs["ee_state"], np.float32))
                 executed = expert.act(obs)  # always: it advances the expert's phases and gives the label
                 actions.append(expert.last_clean_action.copy())
+                if drop_after is not None and not dropped and expert.phase in ("lift", "carry"):
+                    held_steps += 1
+                    if held_steps > drop_after:
+                        dropped, drop_left = True, DROP_STEPS
+                if drop_left > 0:  # the executed gripper opens; the recorded label is still the expert's
+                    executed = np.asarray(executed, np.float32).copy()
+                    executed[6], drop_left = -1.0, drop_left - 1
                 if driver is not None and carry:
                     # The driver sees every frame (its object memory comes from the first) but acts only once
                     # the expert's own grasp is lifted. If it opens the gripper while the expert would still
@@ -204,7 +240,12 @@ def collect_demos(
             success = bool(step_info.get("success", False))
             record = {"index": int(i), "task": task, "seed": env_seed, "noisy": noisy, "steps": len(actions),
                       "success": success, "instruction": text}
-            keep = success or cfg.keep_failed
+            if cfg.regrasps:
+                record.update(dropped=dropped, regrasps=expert.regrasps)
+            # A dropped episode whose re-grasp held is kept even when the time limit cut it: every frame carries
+            # the expert's label, and the recovery is what it was collected for.
+            regrasped = dropped and expert.regrasps > 0 and expert.phase in ("lift", "carry", "lower", "release")
+            keep = success or cfg.keep_failed or regrasped
             if driver is not None:
                 record["driven_steps"] = driven_steps if carry else len(actions)
                 # every driven frame carries the expert's label at a state the policy reached; a carry-driven

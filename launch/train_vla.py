@@ -130,7 +130,7 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
     # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
     defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", ""), ("split", "train"),
-                ("driven_part", "approach")}
+                ("driven_part", "approach"), ("regrasps", 0), ("drop_fraction", 0.0)}
     # a driver is keyed by its weights' sha256, not by the folder it was read from
     content = {k: v for k, v in asdict(cfg).items() if k not in ("episodes", "driver") and (k, v) not in defaults}
     encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
@@ -217,6 +217,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--noise", type=float, default=0.01, help="DART noise std on executed xyz deltas (metres)")
     p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated, funnel or coarse")
+    p.add_argument("--expert-regrasps", type=int, default=0,
+                   help="the demonstrator re-grasps an object it lost (slipped or dropped) up to this many times")
+    p.add_argument("--drop-fraction", type=float, default=0.0,
+                   help="share of expert demos whose executed gripper is forced open once the object is lifted, "
+                        "so the data shows the drop being noticed and the object re-grasped (needs "
+                        "--expert-regrasps >= 1)")
     p.add_argument("--split", default="train",
                    help="demo instances: train, or train_extended (train + extra colour/pattern designs that are "
                         "never test designs)")
@@ -302,7 +308,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if args.split not in DEMO_SPLITS:
         raise choice_error("--split", args.split, DEMO_SPLITS)
     demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
-                          descent=args.expert_descent, split=args.split)
+                          descent=args.expert_descent, split=args.split, regrasps=args.expert_regrasps,
+                          drop_fraction=args.drop_fraction)
     if (args.dagger is None) != (args.dagger_demos <= 0):
         raise ConfigError(f"--dagger and --dagger-demos > 0 go together, got --dagger {args.dagger} and "
                           f"--dagger-demos {args.dagger_demos}")

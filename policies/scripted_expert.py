@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from envs.errors import choice_error
+from envs.errors import ConfigError, choice_error
 from policies.base import policy_seed_rng
 
 MAX_POS, MAX_ROT = 0.03, 0.15  # the env's per-step clip (see envs.manipulation.scene)
 SURFACE = {"plate": 0.008, "basket": 0.006, "": 0.0}
 DESCENTS = ("gated", "funnel", "coarse")
 HOVER = 0.09  # approach height above the grasp point
+LOST_STEPS = 2  # consecutive steps without both fingers on the object before a grasp counts as lost
 
 
 def _wrap_half_turn(angle: float) -> float:
@@ -27,9 +28,14 @@ def _wrap_half_turn(angle: float) -> float:
 
 
 class ScriptedExpert:
-    """Phase machine: approach above the target → descend → close → lift → (carry → lower → release)."""
+    """Phase machine: approach above the target → descend → close → lift → (carry → lower → release).
 
-    def __init__(self, env: Any, noise_std: float = 0.0, seed: int = 0, descent: str = "gated") -> None:
+    With ``max_regrasps`` > 0, a grasp lost while lifting, carrying or lowering (the object slipped or was
+    dropped) sends the expert back: open, rise straight up (no sweep through the object), approach again.
+    """
+
+    def __init__(self, env: Any, noise_std: float = 0.0, seed: int = 0, descent: str = "gated",
+                 max_regrasps: int = 0) -> None:
         if descent not in DESCENTS:
             raise choice_error("expert descent", descent, DESCENTS)
         self.env = env.unwrapped
@@ -40,6 +46,9 @@ class ScriptedExpert:
         # gate opens at 2.5 cm / 0.3 rad (a few pixels at the policy's input size) and xy and yaw keep being
         # corrected on the way down; it closes only once they are within 1 cm / 0.1 rad at grasp height.
         self.descent = descent
+        if max_regrasps < 0:
+            raise ConfigError(f"expert re-grasps must be >= 0, got {max_regrasps}")
+        self.max_regrasps = int(max_regrasps)
         self.rng = policy_seed_rng(seed)
         self.last_clean_action = np.zeros(7, np.float32)
         self.reset("", {})
@@ -52,6 +61,8 @@ class ScriptedExpert:
         self.counter = 0
         self.grasp_offset = 0.0
         self.goal_yaw = 0.0
+        self.lost_steps = 0
+        self.regrasps = 0
 
     def _grasp_yaw(self, target: dict[str, Any]) -> float:
         yaw = float(target["yaw"])
@@ -73,6 +84,14 @@ class ScriptedExpert:
         clear = max(others) + 0.03  # carry the object's base over everything else
         gripper = -1.0
         goal = cmd.copy()
+        if self.phase in ("lift", "carry", "lower"):
+            self.lost_steps = 0 if t["grasped"] else self.lost_steps + 1
+            if self.lost_steps >= LOST_STEPS and self.regrasps < self.max_regrasps:
+                self.phase, self.regrasps, self.lost_steps = "retreat", self.regrasps + 1, 0
+        if self.phase == "retreat":  # gripper open; straight up to the approach height, then approach again
+            goal = np.array([cmd[0], cmd[1], tpos[2] + grasp_h + HOVER])
+            if abs(ee[2] - goal[2]) < 0.02:
+                self.phase = "approach"
         if self.phase == "approach":
             self.goal_yaw = self._grasp_yaw(t)
             hover = HOVER
@@ -133,5 +152,8 @@ class ScriptedExpert:
         return action
 
     def episode_info(self) -> dict[str, Any]:
-        """The phase the expert ended in (diagnostic)."""
-        return {"expert_phase": self.phase}
+        """The phase the expert ended in (diagnostic); with re-grasping on, how many it made."""
+        info: dict[str, Any] = {"expert_phase": self.phase}
+        if self.max_regrasps:
+            info["expert_regrasps"] = self.regrasps
+        return info

@@ -92,3 +92,39 @@ def test_coarse_descent_gates_at_2_5_cm_and_closes_only_within_1_cm():
         assert step_info["success"] and step_info["correct_object"], seed
         assert entry_offsets and entry_offsets[0] < 0.025 and close_offsets and close_offsets[0] < 0.01
     env.close()
+
+
+def _run_with_drop(task: str, seed: int, max_regrasps: int) -> tuple[ScriptedExpert, dict]:
+    """The expert's episode with the executed gripper forced open for 3 steps right after the lift begins."""
+    env = make_env(task, {"image_size": 48, "references": False})
+    expert = ScriptedExpert(env, max_regrasps=max_regrasps)
+    obs, info = env.reset(seed=seed)
+    expert.reset(obs["instruction"], {**info, "policy_seed": 0})
+    forced, step_info = 0, {}
+    for _ in range(80):
+        action = expert.act(obs)
+        if expert.phase == "lift" and forced < 3 and expert.regrasps == 0:
+            action, forced = np.concatenate([action[:6], [-1.0]]).astype(np.float32), forced + 1
+        obs, _, terminated, truncated, step_info = env.step(action)
+        if terminated or truncated:
+            break
+    env.close()
+    return expert, step_info
+
+
+def test_expert_regrasps_an_object_it_lost():
+    expert, info = _run_with_drop("bridge_put_my_on", seed=3, max_regrasps=1)
+    assert expert.regrasps == 1 and info["success"] and info["correct_object"]
+    assert expert.episode_info()["expert_regrasps"] == 1
+    # without re-grasping (the default) the same drop is not recovered: the expert carries on empty-handed
+    expert, info = _run_with_drop("bridge_put_my_on", seed=3, max_regrasps=0)
+    assert expert.regrasps == 0 and not info["success"] and "expert_regrasps" not in expert.episode_info()
+
+
+def test_expert_regrasps_must_be_non_negative():
+    from envs.errors import ConfigError
+
+    env = make_env("fractal_pick_my", {"image_size": 48, "references": False})
+    with pytest.raises(ConfigError, match="re-grasps"):
+        ScriptedExpert(env, max_regrasps=-1)
+    env.close()

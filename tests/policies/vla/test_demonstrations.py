@@ -40,3 +40,26 @@ def test_demos_are_reproducible_sharded_and_clean_labelled():
     assert full.episode[0] == 0 and full.episode[-1] == 1
     with pytest.raises(ConfigError, match="generic only"):
         collect_demos(DemoConfig(tasks=("fractal_pick_my",), episodes=1))
+
+
+def test_dropped_objects_are_regrasped_with_expert_labels():
+    cfg = DemoConfig(tasks=("bridge_put_on",), episodes=2, seed=0, noise_fraction=0.0, image_size=48,
+                     regrasps=2, drop_fraction=1.0)
+    demos = collect_demos(cfg)
+    assert all(e["dropped"] and e["regrasps"] >= 1 for e in demos.episodes)
+    kept = sorted(set(demos.episode))
+    assert kept, "a re-grasp that held keeps its episode"
+    acts = np.stack(demos.actions)
+    # the recorded labels stay the expert's: after the drop it opens (retreat), later it closes again
+    grip = acts[np.asarray(demos.episode) == kept[0], 6]
+    closes = np.flatnonzero(np.diff(grip) > 0)
+    assert len(closes) >= 2, "two closing commands in one episode: the grasp and the re-grasp"
+    # the drop draws from its own stream: turning drops on changes no episode's seed or noise draw
+    plain = collect_demos(DemoConfig(tasks=("bridge_put_on",), episodes=2, seed=0, noise_fraction=0.0,
+                                     image_size=48))
+    assert [e["seed"] for e in plain.episodes] == [e["seed"] for e in demos.episodes]
+    assert "dropped" not in plain.episodes[0]
+    with pytest.raises(ConfigError, match="needs expert re-grasps"):
+        DemoConfig(drop_fraction=0.5)
+    with pytest.raises(ConfigError, match=r"must be in \[0, 1\]"):
+        DemoConfig(regrasps=1, drop_fraction=1.5)

@@ -153,5 +153,9 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "was trained on cnn at 96px" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--memory", "2", "--backbone", "mobilenet_v2_imagenet"]) == 2
     assert "--memory needs --backbone cnn" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["--out", str(tmp_path / "out"), "--drop-fraction", "0.3"]) == 2
+    assert "--expert-regrasps" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["--out", str(tmp_path / "out"), "--expert-regrasps", "-1"]) == 2
+    assert "must be >= 0, got -1" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--words", "8"]) == 2
     assert "needs --memory > 0" in capsys.readouterr().err and not (tmp_path / "out").exists()
