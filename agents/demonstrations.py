@@ -31,7 +31,7 @@ from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.objects import PATTERN_WORDS, ObjectInstance, find_instance
 from envs.manipulation.tasks import GENERIC_TASKS, instruction
-from policies.scripted_expert import ScriptedExpert
+from policies.scripted_expert import HOLD_PHASES, ScriptedExpert
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ def collect_demos(
                 record.update(dropped=dropped, regrasps=expert.regrasps)
             # A dropped episode whose re-grasp held is kept even when the time limit cut it: every frame carries
             # the expert's label, and the recovery is what it was collected for.
-            regrasped = dropped and expert.regrasps > 0 and expert.phase in ("lift", "carry", "lower", "release")
+            regrasped = dropped and expert.regrasps > 0 and expert.phase in (*HOLD_PHASES, "release")
             keep = success or cfg.keep_failed or regrasped
             if driver is not None:
                 record["driven_steps"] = driven_steps if carry else len(actions)

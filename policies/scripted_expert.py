@@ -20,6 +20,7 @@ SURFACE = {"plate": 0.008, "basket": 0.006, "": 0.0}
 DESCENTS = ("gated", "funnel", "coarse")
 HOVER = 0.09  # approach height above the grasp point
 LOST_STEPS = 2  # consecutive steps without both fingers on the object before a grasp counts as lost
+HOLD_PHASES = ("lift", "carry", "lower")  # the phases in which the expert holds the object (a loss is noticed)
 
 
 def _wrap_half_turn(angle: float) -> float:
@@ -84,7 +85,7 @@ class ScriptedExpert:
         clear = max(others) + 0.03  # carry the object's base over everything else
         gripper = -1.0
         goal = cmd.copy()
-        if self.phase in ("lift", "carry", "lower"):
+        if self.phase in HOLD_PHASES:
             self.lost_steps = 0 if t["grasped"] else self.lost_steps + 1
             if self.lost_steps >= LOST_STEPS and self.regrasps < self.max_regrasps:
                 self.phase, self.regrasps, self.lost_steps = "retreat", self.regrasps + 1, 0

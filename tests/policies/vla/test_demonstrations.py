@@ -54,7 +54,7 @@ def test_dropped_objects_are_regrasped_with_expert_labels():
     grip = acts[np.asarray(demos.episode) == kept[0], 6]
     closes = np.flatnonzero(np.diff(grip) > 0)
     assert len(closes) >= 2, "two closing commands in one episode: the grasp and the re-grasp"
-    # the drop draws from its own stream: turning drops on changes no episode's seed or noise draw
+    # the drop draws from its own stream: turning drops on changes no episode's seed
     plain = collect_demos(DemoConfig(tasks=("bridge_put_on",), episodes=2, seed=0, noise_fraction=0.0,
                                      image_size=48))
     assert [e["seed"] for e in plain.episodes] == [e["seed"] for e in demos.episodes]
