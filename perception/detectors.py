@@ -25,7 +25,11 @@ from perception.proposals import ProposalConfig, fit_inverse_depth_plane, propos
 
 @runtime_checkable
 class Detector(Protocol):
-    """Finds instances of a category in one RGB image (depth/segmentation are used only by backends that can)."""
+    """Finds instances of a category in one RGB image (depth/segmentation are used only by backends that can).
+
+    Optional hooks VAP calls at an episode's reset when a backend has them: ``reset(info)`` (episode facts, e.g.
+    the oracle's body ids) and ``prepare(category)`` (image-free work such as text encodings).
+    """
 
     def detect(self, image: np.ndarray, category: str, depth: np.ndarray | None = None,
                segmentation: np.ndarray | None = None) -> list[Candidate]: ...
@@ -57,6 +61,10 @@ class ProposalDetector:
         # Every proposal of the last frame, ranked (not only the scored ones): VAP's recolour colour must differ
         # from all of them, or it can name an object the ranking dropped.
         self.all_masks: list[np.ndarray] = []
+
+    def prepare(self, category: str) -> None:
+        """Do the category's image-free work (its text encoding) now, e.g. at an episode's reset."""
+        self.scorer.class_weights(category)
 
     def proposals(self, image: np.ndarray, depth: np.ndarray | None = None) -> list[np.ndarray]:
         """Class-agnostic masks, the ``max_candidates`` best by the ranker (else largest first); no network."""

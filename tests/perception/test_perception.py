@@ -457,3 +457,60 @@ def test_embedder_input_size_resizes_crops_and_rejects_tiny_sizes():
     assert np.allclose(small.pooled(crops), pooled_features(crops, size=64), atol=1e-5)
     with pytest.raises(ConfigError, match="embedder input size must be >= 32"):
         MobileNetEmbedder(input_size=16)
+
+
+def test_references_are_featurised_in_one_batch_like_one_by_one():
+    rng = np.random.default_rng(12)
+    refs = reference_views(random_instances(rng, 1)[0], 3, rng)
+    together = InstanceMatcher()
+    together.set_references(refs)
+    alone = InstanceMatcher()
+    views = [alone.views(r, [reference_mask(r)])[0] for r in refs]
+    for a, b in zip(together.references, views, strict=True):
+        assert np.allclose(a.embedding, b.embedding, atol=1e-5)
+        assert np.array_equal(a.hist, b.hist) and np.array_equal(a.points, b.points)
+        assert np.array_equal(a.descriptors, b.descriptors)
+    assert together.set_references(refs[:2] + refs[:1]) == 3  # cached views, a repeated one reused
+
+
+def test_edge_pixels_go_back_to_the_nearest_component_as_on_the_whole_frame():
+    from scipy import ndimage
+
+    from perception.proposals import ProposalConfig, _components
+
+    for seed in range(3):
+        _, frame, _ = scene(20 + seed)
+        depth = np.asarray(frame.depth, np.float64)
+        fg = depth < np.percentile(depth, 40)
+        gy, gx = np.gradient(depth)
+        split = np.hypot(gx, gy) / depth > 0.03
+        cfg = ProposalConfig()
+        # The plain computation the box-restricted one replaces: nearest labelled pixel over the whole frame.
+        core = ndimage.binary_opening(fg & ~split, structure=np.ones((2, 2), bool))
+        labels, n = ndimage.label(core)
+        _, (iy, ix) = ndimage.distance_transform_edt(labels == 0, return_indices=True)
+        labels = np.where(fg & (labels == 0), labels[iy, ix], labels)
+        labels[~fg] = 0
+        lo, hi = cfg.min_area_frac * fg.size, cfg.max_area_frac * fg.size
+        expected = [ndimage.binary_fill_holes(labels == k) for k in range(1, n + 1)
+                    if lo <= (labels == k).sum() <= hi]
+        got = _components(fg, cfg, split=split)
+        assert len(got) == len(expected) > 0
+        assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_plane_fit_recovers_the_table_among_outliers_deterministically():
+    from perception.proposals import ProposalConfig, fit_inverse_depth_plane
+
+    h, w = 60, 80
+    yy, xx = np.mgrid[0:h, 0:w]
+    true = np.array([0.3, -0.5, 1.2])
+    inv = true[0] * xx / w + true[1] * yy / h + true[2]
+    rng = np.random.default_rng(0)
+    outliers = rng.random((h, w)) < 0.3
+    inv = np.where(outliers, inv + rng.uniform(0.05, 0.5, (h, w)), inv)  # objects: nearer than the table
+    depth = 1.0 / inv
+    plane = fit_inverse_depth_plane(depth, ProposalConfig())
+    assert np.allclose(plane, true, atol=1e-6)
+    assert np.array_equal(plane, fit_inverse_depth_plane(depth, ProposalConfig()))
+    assert fit_inverse_depth_plane(np.full((h, w), np.nan), ProposalConfig()) is None

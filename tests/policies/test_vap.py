@@ -183,3 +183,12 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
                 "personalized_simpler", "fractal_pick_my", "generic", 0, env, opts))
             assert (vap.base.grounder is None) is off and generic.grounder is generic.bundle.grounder
     env.close()
+
+
+def test_category_text_work_happens_at_reset():
+    obs, info, _ = synthetic_episode(41)
+    vap = VisualAttentivePrompting(ColourPointer())
+    vap.reset(obs["instruction"], info)
+    assert "mug" in vap.detector.scorer._weights  # encoded before the first image arrives
+    vap.act(obs)
+    assert vap.episode_info()["grounding_ok"]

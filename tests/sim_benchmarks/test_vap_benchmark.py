@@ -25,7 +25,68 @@ def test_bad_input_is_exit_status_2(capsys, tmp_path):
     assert vap_benchmark.main(["grounding", "--episodes", "1", "--tasks", "bridge_pick_my", "--policy-option",
                                "vap_candidates=0", "--out", out]) == 2
     assert "vap_candidates must be an integer >= 1" in capsys.readouterr().err
+    assert vap_benchmark.main(["speed", "--policy-option", "vap_style=glow", "--out", out]) == 2
+    assert "glow" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+class _Clock:
+    """A fake ``time.perf_counter``: time passes only when :meth:`spend` says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def spend(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_speed_counts_a_wrapped_base_reset_as_reset_time(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(vap_benchmark.time, "perf_counter", clock)
+
+    class Base:
+        def reset(self, instruction, info):
+            clock.spend(10.0)  # instruction encoding
+
+        def act(self, obs):
+            clock.spend(1.0)
+            return 0
+
+    class Wrapper:  # like VAP: resets its base with a rewritten instruction on the first step
+        def __init__(self):
+            self.base, self.started = Base(), False
+
+        def reset(self, instruction, info):
+            clock.spend(2.0)
+            self.started = False
+
+        def act(self, obs):
+            if not self.started:
+                self.started = True
+                clock.spend(5.0)  # grounding
+                self.base.reset("rewritten", {})
+            return self.base.act(obs)
+
+    class Env:
+        def reset(self, seed):
+            self.t = 0
+            return {"instruction": "pick up my mug"}, {}
+
+        def step(self, action):
+            self.t += 1
+            return {"instruction": "pick up my mug"}, 0.0, self.t >= 3, False, {}
+
+    log: list[float] = []
+    wrapper = Wrapper()
+    vap_benchmark._timed_reset(wrapper.base, log)
+    reset_s, times = vap_benchmark._episode_times(Env(), wrapper, 0, 10, log)
+    assert times == [6.0, 1.0, 1.0]  # grounding + the base's act; the base's reset is not charged to act
+    assert reset_s == 12.0 and log == [10.0]
+    reset_s, times = vap_benchmark._episode_times(Env(), Base(), 0, 10)
+    assert (reset_s, times) == (10.0, [1.0, 1.0, 1.0])  # the bare base pays the same encoding in reset
 
 
 def test_vap_suite_module_imports_no_heavy_packages():
