@@ -227,7 +227,7 @@ class GroundingDinoDetector:
 
         image, depth = first_view(image), first_view(depth)
         h, w = image.shape[:2]
-        tensor = to_input(image, size=None)[0]
+        tensor = to_input(image, size=None)[0].contiguous()  # to_input is channels-last (MobileNetV2's layout)
         boxes, logits, _ = predict(self.model, tensor, f"{category}.", self.box_threshold, self.text_threshold,
                                    device="cpu")
         cxcywh = boxes.numpy().reshape(-1, 4) * np.array([w, h, w, h])

@@ -202,11 +202,11 @@ def _episode_times(env: Any, policy: Any, seed: int, max_steps: int,
     reset_s = time.perf_counter() - t0
     times = []
     for _ in range(max_steps):
-        before = sum(inner_resets) if inner_resets is not None else 0.0
+        logged = len(inner_resets) if inner_resets is not None else 0
         t0 = time.perf_counter()
         action = policy.act(obs)
         elapsed = time.perf_counter() - t0
-        moved = (sum(inner_resets) - before) if inner_resets is not None else 0.0
+        moved = sum(inner_resets[logged:]) if inner_resets is not None else 0.0  # resets made inside this act
         times.append(elapsed - moved)
         reset_s += moved
         obs, _, terminated, truncated, _ = env.step(action)
