@@ -34,6 +34,7 @@ class SceneConfig:
     scenes: int = 100
     seed: int = 0
     input_size: int = 128
+    head_size: int = 0  # > 0: also keep each frame at the VLA head's input size (the base localiser's training)
 
     def __post_init__(self) -> None:
         if self.task not in GENERIC_TASKS:
@@ -45,12 +46,17 @@ class SceneConfig:
 def collect_scenes(cfg: SceneConfig, on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Arrays of ``cfg.scenes`` first frames: ``images`` (N×S×S×3 uint8), ``labels`` (N×len(VOCAB)×G×G uint8),
     ``segmentation`` (N×G×G int32, nearest-sampled body ids), ``objects`` (N×MAX_OBJECTS body ids, -1 padded),
-    ``targets`` (N, the described object's body id) and ``instructions`` (N strings); G = S / 4."""
+    ``targets`` (N, the described object's body id), ``target_uv`` (N×2, where the described object's base projects
+    in the image, [-1, 1] edge-aligned, y down: a training-only label) and ``instructions`` (N strings); G = S / 4.
+    With ``head_size`` also ``head_images`` (N×H×H×3 uint8, the frames at the head's input size)."""
     import cv2
+
+    from envs.manipulation.scene import project_to_image
 
     grid = cfg.input_size // STRIDE
     env = make_env(cfg.task, {"split": cfg.split, "privileged": True})
     images, labels, segs, objects, targets, instructions = [], [], [], [], [], []
+    head_images, target_uv = [], []
     try:
         for i in range(cfg.scenes):
             obs, _ = env.reset(seed=cfg.seed + i)
@@ -70,14 +76,21 @@ def collect_scenes(cfg: SceneConfig, on_progress: Callable[[int], None] | None =
             ids[: len(described)] = [b for b, _ in described][:MAX_OBJECTS]
             objects.append(ids)
             targets.append(int(state["target_body_id"]))
+            base = np.asarray(state["target"]["position"], np.float64)[None]
+            target_uv.append(project_to_image(env.unwrapped.task.embodiment, base)[0].astype(np.float32))
+            if cfg.head_size:
+                head_images.append(resize_image(image, cfg.head_size))
             instructions.append(str(obs["instruction"]))
             if on_progress is not None:
                 on_progress(1)
     finally:
         env.close()
-    return {"images": np.stack(images), "labels": np.stack(labels), "segmentation": np.stack(segs),
-            "objects": np.stack(objects), "targets": np.asarray(targets, np.int32),
-            "instructions": np.asarray(instructions)}
+    out = {"images": np.stack(images), "labels": np.stack(labels), "segmentation": np.stack(segs),
+           "objects": np.stack(objects), "targets": np.asarray(targets, np.int32),
+           "target_uv": np.stack(target_uv), "instructions": np.asarray(instructions)}
+    if cfg.head_size:
+        out["head_images"] = np.stack(head_images)
+    return out
 
 
 def object_cells(data: dict[str, Any]) -> list[dict[int, np.ndarray]]:

@@ -58,11 +58,14 @@ def _block(args: tuple[SceneConfig, Path]) -> Path:
 
 
 def scenes(split: str, per_task: int, seed: int, size: int, workers: int, folder: Path,
-           on_block: Any = None) -> dict[str, np.ndarray]:
-    """Every generic task's scenes of one split, merged (collected in parallel, one block per task)."""
+           on_block: Any = None, head_size: int = 0) -> dict[str, np.ndarray]:
+    """Every generic task's scenes of one split, merged (collected in parallel, one block per task); with
+    ``head_size`` the frames at the VLA head's input size too (``SceneConfig.head_size``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = [(SceneConfig(task=t, split=split, scenes=per_task, seed=seed + 100_000 * k, input_size=size),
-             folder / f"{split}_{t}_{seed + 100_000 * k}_{per_task}_{size}.npz")
+    suffix = f"_h{head_size}" if head_size else ""
+    jobs = [(SceneConfig(task=t, split=split, scenes=per_task, seed=seed + 100_000 * k, input_size=size,
+                         head_size=head_size),
+             folder / f"{split}_{t}_{seed + 100_000 * k}_{per_task}_{size}{suffix}.npz")
             for k, t in enumerate(GENERIC_TASKS)]
     paths = []
     with ProcessPoolExecutor(max_workers=workers) if workers > 1 else nullcontext() as pool:
@@ -77,21 +80,38 @@ def scenes(split: str, per_task: int, seed: int, size: int, workers: int, folder
     return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
 
 
-def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="python -m launch.train_attributes", description=__doc__.split("\n")[0])
+def add_scene_arguments(p: ArgumentParser, epochs: int, batch_size: int, width: int) -> None:
+    """The options every first-frame trainer shares (this one and ``launch.train_localiser``): output, seed, scene
+    counts and split, epochs, batch size, network width, workers and threads."""
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scenes", type=int, default=1000, help="training scenes per generic task")
     p.add_argument("--eval-scenes", type=int, default=100, help="held-out test-split scenes per task (0 = none)")
     p.add_argument("--split", default="train_extended", help="training designs: train or train_extended")
-    p.add_argument("--epochs", type=int, default=AttributeTrainConfig.epochs)
-    p.add_argument("--batch-size", type=int, default=AttributeTrainConfig.batch_size)
-    p.add_argument("--input-size", type=int, default=AttributeConfig.input_size)
-    p.add_argument("--width", type=int, default=AttributeConfig.width)
-    p.add_argument("--weight", type=float, default=AttributeConfig.weight,
-                   help="heatmap weight stored with the detectors (logit units per nat)")
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--batch-size", type=int, default=batch_size)
+    p.add_argument("--width", type=int, default=width)
     p.add_argument("--workers", type=int, default=1, help="scene collection processes")
     p.add_argument("--threads", type=int, default=1, help="torch threads for training (same count, same weights)")
+
+
+def check_scene_arguments(args: Any) -> None:
+    """ConfigError (exit 2) for a bad shared option, before any work."""
+    require_positive(args, ("scenes", "epochs", "batch_size", "workers", "threads"))
+    if args.eval_scenes < 0:
+        raise ConfigError(f"--eval-scenes must be >= 0, got {args.eval_scenes}")
+    if args.split not in ("train", "train_extended"):
+        raise ConfigError(f"--split {args.split!r} is not a training split; valid: train, train_extended")
+    if args.width % 8 or args.width < 8:
+        raise ConfigError(f"--width must be a positive multiple of 8, got {args.width}")
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m launch.train_attributes", description=__doc__.split("\n")[0])
+    add_scene_arguments(p, AttributeTrainConfig.epochs, AttributeTrainConfig.batch_size, AttributeConfig.width)
+    p.add_argument("--input-size", type=int, default=AttributeConfig.input_size)
+    p.add_argument("--weight", type=float, default=AttributeConfig.weight,
+                   help="heatmap weight stored with the detectors (logit units per nat)")
     p.add_argument("--attach", type=Path, default=None, help="a head checkpoint folder to attach the detectors to")
     return p
 
@@ -99,15 +119,9 @@ def build_parser() -> ArgumentParser:
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse, collect, train, measure, write; returns the summary."""
     args = build_parser().parse_args(argv)
-    require_positive(args, ("scenes", "epochs", "batch_size", "workers", "threads"))
-    if args.eval_scenes < 0:
-        raise ConfigError(f"--eval-scenes must be >= 0, got {args.eval_scenes}")
-    if args.split not in ("train", "train_extended"):
-        raise ConfigError(f"--split {args.split!r} is not a training split; valid: train, train_extended")
+    check_scene_arguments(args)
     if args.input_size % 16 or not 64 <= args.input_size <= 224:
         raise ConfigError(f"--input-size must be a multiple of 16 in [64, 224], got {args.input_size}")
-    if args.width % 8 or args.width < 8:
-        raise ConfigError(f"--width must be a positive multiple of 8, got {args.width}")
     if args.weight < 0:
         raise ConfigError(f"--weight must be >= 0, got {args.weight}")
     if args.attach is not None:

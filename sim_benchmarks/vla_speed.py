@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         vision = bundle.config.vision
         rows[f"shipped ({vision.backbone} {vision.input_size})"] = time_policy(GenericVLA(bundle), args.steps,
                                                                               args.repeats)
+        if bundle.localiser is not None:  # what the first step's base localisation costs
+            rows["shipped, localiser off"] = time_policy(GenericVLA(bundle, localiser=False), args.steps,
+                                                         args.repeats)
     for size in (int(s) for s in args.sizes.split(",") if s):
         rows[f"mobilenet input {size}"] = time_policy(GenericVLA(_random_bundle(size)), args.steps, args.repeats)
     for size in (int(s) for s in args.cnn_sizes.split(",") if s):

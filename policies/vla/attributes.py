@@ -15,8 +15,6 @@ log-probability, in logit units): the head still decides *where* the object's ba
 
 from __future__ import annotations
 
-import io
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,15 +59,17 @@ class AttributeConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeConfig:
         """Inverse of :meth:`to_dict`; unknown keys are a ConfigError."""
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"attribute config has unknown keys {sorted(unknown)}; "
-                              f"valid: {sorted(cls.__dataclass_fields__)}")
-        d = dict(d)
-        for key in ("vocab", "dilations"):
-            if key in d:
-                d[key] = tuple(d[key])
-        return cls(**d)
+        return config_from_dict(cls, d, "attribute config")
+
+
+def config_from_dict(cls: Any, d: dict[str, Any], what: str) -> Any:
+    """A flat config dataclass from its JSON form: lists become tuples where the field's default is a tuple;
+    unknown keys are a ConfigError naming ``what`` and the valid keys."""
+    fields = cls.__dataclass_fields__
+    unknown = set(d) - set(fields)
+    if unknown:
+        raise ConfigError(f"{what} has unknown keys {sorted(unknown)}; valid: {sorted(fields)}")
+    return cls(**{k: tuple(v) if isinstance(fields[k].default, tuple) else v for k, v in d.items()})
 
 
 class AttributeNet(nn.Module):
@@ -187,18 +187,32 @@ def train_attributes(images: np.ndarray, labels: np.ndarray, cfg: AttributeConfi
     y_all = torch.from_numpy(labels.astype(np.float32))
     rate = y_all.mean((0, 2, 3)).clamp_min(1e-4)
     pos_weight = ((1 - rate) / rate).clamp(max=30.0).sqrt()[None, :, None, None]
-    batches = max(1, len(images) // tcfg.batch_size)
+
+    def batch_loss(ix: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
+        x = torch.roll(x_all[ix], (STRIDE * dy, STRIDE * dx), (2, 3))
+        y = torch.roll(y_all[ix], (dy, dx), (2, 3))
+        return F.binary_cross_entropy_with_logits(net(x), y, pos_weight=pos_weight)
+
+    return fit_shifted(net, len(images), tcfg, rng, batch_loss, on_epoch)
+
+
+def fit_shifted(net: nn.Module, items: int, tcfg: Any, rng: np.random.Generator,
+                batch_loss: Callable[[torch.Tensor, int, int], torch.Tensor],
+                on_epoch: Callable[[int, float, Any], None] | None = None) -> nn.Module:
+    """The seeded loop the first-frame trainers share (detectors, base localiser): AdamW + one-cycle over shuffled
+    batches, each with one random (dy, dx) translation of up to ``tcfg.shift_cells`` output cells that
+    ``batch_loss(indices, dy, dx)`` applies to its inputs and labels. ``tcfg`` has epochs, batch_size, lr,
+    weight_decay and shift_cells; ``on_epoch(epoch, mean loss, net)`` after every epoch, in eval mode."""
+    batches = max(1, items // tcfg.batch_size)
     opt = torch.optim.AdamW(net.parameters(), tcfg.lr, weight_decay=tcfg.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, tcfg.lr, total_steps=tcfg.epochs * batches)
     for epoch in range(tcfg.epochs):
-        perm, total = rng.permutation(len(images)), 0.0
+        perm, total = rng.permutation(items), 0.0
         net.train()
         for b in range(batches):
             ix = torch.from_numpy(perm[b * tcfg.batch_size:(b + 1) * tcfg.batch_size])
             dy, dx = (int(v) for v in rng.integers(-tcfg.shift_cells, tcfg.shift_cells + 1, 2))
-            x = torch.roll(x_all[ix], (STRIDE * dy, STRIDE * dx), (2, 3))
-            y = torch.roll(y_all[ix], (dy, dx), (2, 3))
-            loss = F.binary_cross_entropy_with_logits(net(x), y, pos_weight=pos_weight)
+            loss = batch_loss(ix, dy, dx)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -214,66 +228,27 @@ def train_attributes(images: np.ndarray, labels: np.ndarray, cfg: AttributeConfi
 def save_attributes(net: AttributeNet, cfg: AttributeConfig, folder: str | Path,
                     training: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``attributes.pt`` into ``folder``; returns the manifest entry (file, sha256, config, training)."""
-    from policies.vla.checkpoint import sha256_file
+    from policies.vla.checkpoint import save_part
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / WEIGHTS_FILE
-    state = {k: v.detach().float().clone() for k, v in net.state_dict().items()}
-    buf = io.BytesIO()  # torch.save names its archive after the file: a buffer keeps the bytes name-independent
-    torch.save({"state_dict": state}, buf)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
-    return {"file": WEIGHTS_FILE, "sha256": sha256_file(path), "config": cfg.to_dict(), "training": training or {}}
+    return save_part(net.state_dict(), folder, WEIGHTS_FILE, cfg.to_dict(), training)
 
 
 def load_attributes(folder: str | Path, entry: dict[str, Any]) -> AttributeGrounder:
     """The grounder a checkpoint manifest's ``attributes`` entry describes, sha256-verified and frozen."""
-    from policies.vla.checkpoint import freeze, sha256_file
+    from policies.vla.checkpoint import load_part
 
-    try:
-        path = Path(folder) / str(entry["file"])
-        cfg = AttributeConfig.from_dict(dict(entry["config"]))
-        expected = str(entry["sha256"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"checkpoint {str(folder)!r} has a malformed attributes entry ({exc})") from exc
-    if not path.is_file():
-        raise ConfigError(f"attribute detectors {str(path)!r} are missing")
-    digest = sha256_file(path)
-    if digest != expected:
-        raise ConfigError(f"attribute detectors {str(path)!r} fail the sha256 check (file {digest[:12]}…, manifest "
-                          f"{expected[:12]}…): corrupt or replaced")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-        net = AttributeNet(cfg)
-        net.load_state_dict(payload["state_dict"], strict=True)
-    except Exception as exc:  # unreadable, or weights of another architecture
-        raise ConfigError(f"attribute detectors {str(path)!r} cannot be loaded ({type(exc).__name__})") from exc
-    return AttributeGrounder(freeze(net), cfg)
+    def build(config: dict[str, Any]) -> tuple[AttributeConfig, AttributeNet]:
+        cfg = AttributeConfig.from_dict(config)
+        return cfg, AttributeNet(cfg)
+
+    cfg, net = load_part(folder, entry, "attribute detectors", build)
+    return AttributeGrounder(net, cfg)
 
 
 def attach_attributes(checkpoint: str | Path, source: str | Path) -> dict[str, Any]:
     """Copy trained detectors into a head checkpoint folder and record them in its manifest. ``source`` is a
     folder written by ``launch.train_attributes`` or another head checkpoint that has them (a fine-tuned head keeps
     its parent's detectors). Returns the new manifest entry."""
-    import shutil
+    from policies.vla.checkpoint import attach_part
 
-    from policies.vla.checkpoint import MANIFEST_FILE, read_manifest
-
-    checkpoint, source = Path(checkpoint), Path(source)
-    manifest = read_manifest(checkpoint)
-    entry_path = source / "attributes.json"
-    if entry_path.is_file():
-        entry = json.loads(entry_path.read_text())
-    elif (source / MANIFEST_FILE).is_file() and "attributes" in read_manifest(source):
-        entry = read_manifest(source)["attributes"]
-    else:
-        raise ConfigError(f"{str(source)!r} holds no trained attribute detectors (attributes.json is missing)")
-    load_attributes(source, entry)  # verify before touching the checkpoint
-    shutil.copyfile(source / entry["file"], checkpoint / entry["file"])
-    manifest["attributes"] = entry
-    tmp = checkpoint / (MANIFEST_FILE + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    tmp.replace(checkpoint / MANIFEST_FILE)
-    return entry
+    return attach_part(checkpoint, source, "attributes", "attribute detectors", load_attributes)

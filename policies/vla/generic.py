@@ -89,6 +89,7 @@ class GenericVLA:
         instruction_rewrite: Callable[[str], str] | None = None,
         text_encoder: Any = None,
         attributes: bool = True,
+        localiser: bool = True,
     ) -> None:
         if execution not in EXECUTION_MODES:
             raise choice_error("execution mode", execution, EXECUTION_MODES)
@@ -105,6 +106,8 @@ class GenericVLA:
         self.instruction_rewrite = instruction_rewrite
         # The checkpoint's attribute detectors (if it has them) vote on which object the memory remembers.
         self.grounder = bundle.grounder if attributes else None
+        # The checkpoint's base localiser (if any) places the voted object; it was trained on the detectors' vote.
+        self.localiser = bundle.localiser if attributes and localiser else None
         self.text_encoder = text_encoder if text_encoder is not None else load_text_encoder()
         self.instruction = ""
         self._text: torch.Tensor | None = None
@@ -152,8 +155,11 @@ class GenericVLA:
             state = torch.as_tensor(s, dtype=torch.float32).view(1, -1)
         if self.cfg.memory and self._memory is None:  # the episode's first frame: localise and remember
             window = self.grounder.cfg.window if self.grounder is not None else 0
-            self._memory = self.bundle.head.remember(feats, self._text, self._words, prior=self._prior(obs),
-                                                     prior_window=window)
+            prior = self._prior(obs)
+            refine = (self.localiser.refiner(first_camera(obs["image"]), prior) if self.localiser is not None
+                      else None)
+            self._memory = self.bundle.head.remember(feats, self._text, self._words, prior=prior,
+                                                     prior_window=window, refine=refine)
         return feats, self._text, state, self._memory
 
     def _prior(self, obs: dict[str, Any]) -> torch.Tensor | None:

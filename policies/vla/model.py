@@ -11,6 +11,7 @@ what makes the policy act on the described object among same-category distractor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -200,7 +201,8 @@ class FiLMActionHead(nn.Module):
 
     def localise(self, fine: torch.Tensor, stem: torch.Tensor, coarse: torch.Tensor,
                  words: torch.Tensor | None = None, prior: torch.Tensor | None = None,
-                 prior_window: int = 0) -> dict[str, torch.Tensor]:
+                 prior_window: int = 0, refine: Callable[[torch.Tensor], torch.Tensor] | None = None
+                 ) -> dict[str, torch.Tensor]:
         """Each remembered object's heatmap logits (N×M×G×G), image position ``uv`` (N×M×2, [-1, 1] edge-aligned,
         y down), table position ``xy`` (N×M×2, metres) and heatmap-weighted feature descriptor (N×M×width).
 
@@ -208,7 +210,9 @@ class FiLMActionHead(nn.Module):
         grid over the same image, in logit units) is added to the described object's heatmap — the attribute
         detectors' vote on *which* object (``policies/vla/attributes.py``); the goal's heatmap is left alone. With
         ``prior_window`` > 0 the vote only picks the object: the heatmap keeps its own logits within that many cells
-        of the voted peak and is ruled out elsewhere, so the vote cannot pull the position off the object's base."""
+        of the voted peak and is ruled out elsewhere, so the vote cannot pull the position off the object's base.
+        ``refine`` (object logits N×1×G×G → image position N×2) replaces the soft-argmax position of the described
+        object (the base localiser, ``policies/vla/localiser.py``); the descriptors keep the heatmap's weights."""
         n, m = coarse.shape[0], self.cfg.memory
         if self.cfg.words:
             if words is None:
@@ -236,6 +240,8 @@ class FiLMActionHead(nn.Module):
         probs = torch.softmax(logits.flatten(2), dim=-1).view(n, m, g, g)
         centres = (torch.arange(g, dtype=probs.dtype) * 2 + 1) / g - 1
         uv = torch.stack([(probs.sum(2) * centres).sum(-1), (probs.sum(3) * centres).sum(-1)], dim=-1)
+        if refine is not None:
+            uv = torch.cat([refine(logits[:, :1]).to(uv.dtype)[:, None], uv[:, 1:]], dim=1)
         factor = g // coarse.shape[-1]
         pooled = F.avg_pool2d(probs, factor) * factor * factor  # the same distribution on the coarse grid
         desc = torch.einsum("nmhw,nchw->nmc", pooled, coarse)
@@ -244,9 +250,11 @@ class FiLMActionHead(nn.Module):
         return {"logits": logits, "uv": uv, "xy": xy, "desc": desc}
 
     def remember(self, feats: torch.Tensor, text: torch.Tensor, words: torch.Tensor | None = None,
-                 prior: torch.Tensor | None = None, prior_window: int = 0) -> torch.Tensor:
+                 prior: torch.Tensor | None = None, prior_window: int = 0,
+                 refine: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
         """The object memory of a first frame: N×M×(2 + width) = table xy (metres) ‖ descriptor."""
-        loc = self.localise(*self.trunk(feats, text), words=words, prior=prior, prior_window=prior_window)
+        loc = self.localise(*self.trunk(feats, text), words=words, prior=prior, prior_window=prior_window,
+                            refine=refine)
         return torch.cat([loc["xy"], loc["desc"]], dim=-1)
 
     def forward_with_aux(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None,

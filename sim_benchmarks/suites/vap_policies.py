@@ -1,8 +1,8 @@
 """Registers the VAP policies for ``personalized_simpler``: ``vap`` and ``oracle_mask`` (VAP with simulator masks).
 
-Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA, built without
-its attribute detectors unless ``vla_attributes=true``), so any base works. Options: ``vap_style`` (highlight
-style), ``vap_refs`` (use only the first N reference images),
+Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA with its
+attribute detectors and base localiser; ``vla_attributes=false`` turns them off), so any base works. Options:
+``vap_style`` (highlight style), ``vap_refs`` (use only the first N reference images),
 ``vap_components`` (comma-separated matcher cues), ``vap_every`` (tracker re-localisation period),
 ``vap_embedder`` (local DINOv2/CLIP folder), ``vap_embed_size`` (MobileNetV2 input side for crops; default: the
 96-pixel crop itself), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
@@ -15,7 +15,6 @@ Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI impo
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from envs.errors import ConfigError, choice_error
@@ -38,12 +37,10 @@ def _base(ctx: PolicyContext) -> Any:
     specs = registry.policies()
     if name in VAP_POLICIES or name not in specs:
         raise choice_error("vap_base policy", name, [n for n in specs if n not in VAP_POLICIES])
-    # The generic VLA's attribute detectors were trained on natural object textures; on VAP's recoloured object
-    # they misfire (a recoloured black box scored no higher for "purple box" than a red striped cup) and pull the
-    # remembered position off it, while the recolour already makes the object unique by colour. So VAP's base
-    # runs without them unless --policy-option vla_attributes=true says otherwise (docs/generic_vla.md).
-    options = {"vla_attributes": False, **ctx.options}
-    return specs[name].factory(dataclasses.replace(ctx, options=options))
+    # The base is built as registered: the generic VLA with its attribute detectors and base localiser. Until
+    # 2026-12-03 VAP turned the detectors off (they can misfire on a recoloured object); with the localiser they
+    # gained 12 points on the tuning episodes (docs/vap.md). --policy-option vla_attributes=false turns both off.
+    return specs[name].factory(ctx)
 
 
 def _privileged(ctx: PolicyContext):

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI impo
 
 SUITES = ("personalized_simpler", "generic_simpler")
 # The --policy-option keys _generic reads (the prompt baselines are built on it, so they read the same).
-VLA_OPTIONS = ("vla_checkpoint", "vla_execution", "vla_action_steps", "vla_attributes")
+VLA_OPTIONS = ("vla_checkpoint", "vla_execution", "vla_action_steps", "vla_attributes", "vla_localiser",
+               "vla_grasp_retries")
 
 
 @functools.lru_cache(maxsize=4)
@@ -53,9 +54,17 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
     attributes = ctx.options.get("vla_attributes", True)
     if not isinstance(attributes, bool):
         raise ConfigError(f"vla_attributes must be true or false, got {attributes!r}")
-    return GenericVLA(_bundle(folder), execution=str(ctx.options.get("vla_execution", "first")),
-                      action_steps=None if steps is None else int(steps), instruction_rewrite=drop_possessive,
-                      attributes=attributes)
+    localiser = ctx.options.get("vla_localiser", True)
+    if not isinstance(localiser, bool):
+        raise ConfigError(f"vla_localiser must be true or false, got {localiser!r}")
+    policy = GenericVLA(_bundle(folder), execution=str(ctx.options.get("vla_execution", "first")),
+                        action_steps=None if steps is None else int(steps), instruction_rewrite=drop_possessive,
+                        attributes=attributes, localiser=localiser)
+    retries = ctx.options.get("vla_grasp_retries", 0)
+    if retries:
+        from policies.grasp_retry import GraspRetry, GraspRetryConfig
+        return GraspRetry(policy, GraspRetryConfig(max_retries=int(retries)))
+    return policy
 
 
 register_policy(PolicySpec(

@@ -175,13 +175,14 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
                                                                            "vap_hue_margin": bad}))
     from sim_benchmarks.vap_benchmark import generic_available
 
-    if generic_available():  # VAP's generic base leaves the attribute detectors off unless told otherwise
-        for opts, off in (({}, True), ({"vla_attributes": True}, False)):
+    if generic_available():  # VAP's generic base is built as registered: detectors on unless told otherwise
+        for opts, off in (({}, False), ({"vla_attributes": False}, True)):
             vap = registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "generic", **opts}))
             generic = registry.policies()["generic"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "generic", 0, env, opts))
-            assert (vap.base.grounder is None) is off and generic.grounder is generic.bundle.grounder
+            assert (vap.base.grounder is None) is off and (generic.grounder is None) is off
+            assert (vap.base.localiser is None) is off
     env.close()
 
 
