@@ -1,7 +1,7 @@
 """Base localiser for the generic VLA: where exactly, on the first frame, is the base of the object the words chose?
 
 The object memory remembers the described object's table position from the first frame, and the action head
-follows it to the centimetre: traced failures closed the gripper exactly where the memory pointed, 2–12 cm off
+follows it to the centimetre: traced failures closed the gripper exactly where the memory pointed, up to 12 cm off
 the object. On held-out designs the memory's heatmap (sentence FiLM + the attribute detectors' vote) is often
 diffuse or split between look-alikes, and its soft-argmax lands between peaks or on the body instead of the base.
 

@@ -5,7 +5,9 @@ the instruction — the baseline VAP has to beat on personalized tasks, and the 
 generic tasks. Policy options: ``vla_checkpoint`` (another checkpoint folder), ``vla_execution`` (``first``: the
 chunk's first action every step, default; ``ensemble``: temporal ensembling of overlapping chunks; ``queue``:
 ``vla_action_steps`` actions of each chunk open loop, default the whole chunk), ``vla_attributes`` (``false``:
-ignore the checkpoint's attribute detectors, for A/B runs).
+ignore the checkpoint's attribute detectors, and with them its base localiser, for A/B runs), ``vla_localiser``
+(``false``: ignore the base localiser alone), ``vla_grasp_retries`` (N > 0: wrap the policy in
+:class:`~policies.grasp_retry.GraspRetry`, reopening after up to N grasps that closed on nothing; default 0).
 ``hard_prompt`` / ``soft_prompt`` (personalized suite only) describe the personal object from
 ``info["reference_images"]`` in words or as an instruction-space vector; see ``policies/vla/prompt_baselines.py``.
 """
@@ -47,6 +49,9 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
     from policies.vla.checkpoint import DEFAULT_CHECKPOINT
     from policies.vla.generic import GenericVLA, drop_possessive
 
+    retries = ctx.options.get("vla_grasp_retries", 0)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"vla_grasp_retries must be an integer >= 0, got {retries!r}; valid: 0 (off), 1, 2, ...")
     folder = str(ctx.options.get("vla_checkpoint", DEFAULT_CHECKPOINT))
     steps = ctx.options.get("vla_action_steps")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
@@ -60,10 +65,10 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
     policy = GenericVLA(_bundle(folder), execution=str(ctx.options.get("vla_execution", "first")),
                         action_steps=None if steps is None else int(steps), instruction_rewrite=drop_possessive,
                         attributes=attributes, localiser=localiser)
-    retries = ctx.options.get("vla_grasp_retries", 0)
     if retries:
         from policies.grasp_retry import GraspRetry, GraspRetryConfig
-        return GraspRetry(policy, GraspRetryConfig(max_retries=int(retries)))
+
+        return GraspRetry(policy, GraspRetryConfig(max_retries=retries))
     return policy
 
 

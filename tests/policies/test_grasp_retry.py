@@ -51,3 +51,13 @@ def test_bad_config_is_a_config_error():
         GraspRetryConfig(max_retries=-1)
     with pytest.raises(ConfigError, match="empty_width"):
         GraspRetryConfig(empty_width=0.2)
+
+
+def test_policy_option_is_validated_before_anything_loads():
+    from sim_benchmarks import registry
+    from sim_benchmarks.registry import PolicyContext
+
+    factory = registry.policies()["generic"].factory
+    for bad in ("2", -1, True, 1.5):
+        with pytest.raises(ConfigError, match="vla_grasp_retries must be an integer >= 0"):
+            factory(PolicyContext("generic_simpler", "fractal_pick", "generic", 0, None, {"vla_grasp_retries": bad}))
