@@ -30,7 +30,7 @@ from envs.errors import ConfigError
 from envs.manipulation.tasks import GENERIC_TASKS
 from launch.cli import ArgumentParser, main_guard
 from launch.train_attributes import TEST_SEED_OFFSET, add_scene_arguments, check_scene_arguments, scenes
-from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, read_manifest
 from policies.vla.localiser import (
     LocaliserConfig,
     LocaliserTrainConfig,
@@ -86,9 +86,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     text_encoder = load_text_encoder()
     t0 = time.perf_counter()
     train_in = localiser_inputs(bundle, train["images"], train["head_images"], list(train["instructions"]),
-                                text_encoder)
+                                text_encoder, cfg.grid)
     held_in = (localiser_inputs(bundle, held["images"], held["head_images"], list(held["instructions"]),
-                                text_encoder) if held is not None else None)
+                                text_encoder, cfg.grid) if held is not None else None)
     prepare_s = time.perf_counter() - t0
     baseline = image_errors(held_in["head_uv"], held["target_uv"]) if held is not None else {}
     tcfg = LocaliserTrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
@@ -109,7 +109,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     command = "python -m launch.train_localiser " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     facts = {"command": command, "seed": args.seed, "split": args.split, "scenes": int(len(train["images"])),
-             "head_sha256": bundle_sha(args.checkpoint), "collect_s": round(collect_s, 1),
+             "head_sha256": read_manifest(args.checkpoint)["weights_sha256"], "collect_s": round(collect_s, 1),
              "prepare_s": round(prepare_s, 1), "train_s": round(train_s, 1), "train_config": asdict(tcfg),
              "test_without_localiser": baseline, "final": history[-1] if history else {}}
     entry = save_localiser(net, cfg, out, training=facts)
@@ -126,13 +126,6 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     })
     log.close()
     return summary
-
-
-def bundle_sha(folder: Path) -> str:
-    """The head weights' sha256 the localiser was trained for (from the checkpoint's manifest)."""
-    from policies.vla.checkpoint import read_manifest
-
-    return str(read_manifest(folder).get("weights_sha256"))
 
 
 @main_guard

@@ -195,7 +195,7 @@ def load_part(folder: str | Path, entry: dict[str, Any], what: str,
 
 
 def attach_part(checkpoint: str | Path, source: str | Path, key: str, what: str,
-                verify: Any) -> dict[str, Any]:
+                verify: Callable[[Path, dict[str, Any]], Any]) -> dict[str, Any]:
     """Copy a trained part into a head checkpoint folder and record it under ``key`` in its manifest. ``source``
     is the folder its trainer wrote (holding ``<key>.json``) or another head checkpoint that has it; ``verify``
     (folder, entry) loads it first, so nothing is touched when it is broken. Returns the manifest entry."""

@@ -29,6 +29,7 @@ from torch.nn import functional as F
 from envs.errors import ConfigError
 from policies.vla.attributes import STRIDE, config_from_dict, fit_shifted
 from policies.vla.conversions import resize_image
+from policies.vla.model import expected_position, near_peak
 
 WEIGHTS_FILE = "localiser.pt"
 MAP_FLOOR = -40.0  # log-probabilities below this carry no information; clamping keeps the inputs bounded
@@ -95,14 +96,8 @@ def peak_soft_argmax(logits: torch.Tensor, window: int) -> torch.Tensor:
     n, g = logits.shape[0], logits.shape[-1]
     flat = logits.reshape(n, -1)
     if window > 0:
-        peak = flat.argmax(1)
-        rows = torch.arange(g)[None, :, None] - (peak // g)[:, None, None]
-        cols = torch.arange(g)[None, None, :] - (peak % g)[:, None, None]
-        near = ((rows.abs() <= window) & (cols.abs() <= window)).reshape(n, -1)
-        flat = torch.where(near, flat, flat - 1e4)
-    probs = torch.softmax(flat, dim=1).view(n, g, g)
-    centres = (torch.arange(g, dtype=probs.dtype) * 2 + 1) / g - 1
-    return torch.stack([(probs.sum(1) * centres).sum(-1), (probs.sum(2) * centres).sum(-1)], dim=-1)
+        flat = torch.where(near_peak(logits, window).reshape(n, -1), flat, flat - 1e4)
+    return expected_position(torch.softmax(flat, dim=1).view(n, g, g))
 
 
 class BaseLocaliser:
@@ -143,15 +138,15 @@ class LocaliserTrainConfig:
 
 
 def localiser_inputs(bundle: Any, images: np.ndarray, head_images: np.ndarray, instructions: Sequence[str],
-                     text_encoder: Any, batch: int = 64) -> dict[str, np.ndarray]:
+                     text_encoder: Any, grid: int = LocaliserConfig.grid, batch: int = 64) -> dict[str, np.ndarray]:
     """The localiser's map inputs for first frames, computed as :class:`~policies.vla.generic.GenericVLA` does at
     inference: ``maps`` (N×2×G×G float16) and the head's own soft-argmax image position ``head_uv`` (N×2).
-    ``images`` at the detectors' input size, ``head_images`` at the head's, ``bundle`` with attribute detectors."""
+    ``images`` at the detectors' input size, ``head_images`` at the head's, ``bundle`` with attribute detectors;
+    ``grid``: the localiser's output grid."""
     from policies.vla.generic import image_features
 
     if bundle.grounder is None or not bundle.config.memory:
         raise ConfigError("the base localiser needs an object-memory head with attribute detectors")
-    grid = LocaliserConfig().grid
     maps, head_uv = [], []
     texts = {t: torch.as_tensor(e) for t, e in zip(sorted(set(instructions)),
                                                     text_encoder.encode(sorted(set(instructions))), strict=True)}

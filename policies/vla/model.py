@@ -126,6 +126,23 @@ def spatial_softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([ex, ey], dim=1)
 
 
+def near_peak(scores: torch.Tensor, window: int) -> torch.Tensor:
+    """N×G×G boolean: the cells within ``window`` cells (Chebyshev) of each map's highest score."""
+    side = scores.shape[-1]
+    peak = scores.flatten(1).argmax(1)
+    rows = torch.arange(side)[None, :, None] - (peak // side)[:, None, None]
+    cols = torch.arange(side)[None, None, :] - (peak % side)[:, None, None]
+    return (rows.abs() <= window) & (cols.abs() <= window)
+
+
+def expected_position(probs: torch.Tensor) -> torch.Tensor:
+    """(…×G×G probability maps) → …×2 expected image position (x right, y down) in [-1, 1], edge-aligned: cell i
+    has centre (2i + 1) / G - 1, so ±1 are the image edges (what ``project_to_image`` labels use)."""
+    g = probs.shape[-1]
+    centres = (torch.arange(g, dtype=probs.dtype) * 2 + 1) / g - 1
+    return torch.stack([(probs.sum(-2) * centres).sum(-1), (probs.sum(-1) * centres).sum(-1)], dim=-1)
+
+
 class FiLMActionHead(nn.Module):
     """(spatial features, instruction embedding, state) → normalised action chunk (N × chunk × action_dim)."""
 
@@ -229,17 +246,12 @@ class FiLMActionHead(nn.Module):
             vote = F.interpolate(prior[:, None].float(), size=logits.shape[-2:], mode="bilinear", align_corners=False)
             obj = logits[:, :1] + vote
             if prior_window > 0:
-                side = obj.shape[-1]
-                peak = obj.flatten(1).argmax(1)
-                rows = torch.arange(side)[None, :, None] - (peak // side)[:, None, None]
-                cols = torch.arange(side)[None, None, :] - (peak % side)[:, None, None]
-                near = (rows.abs() <= prior_window) & (cols.abs() <= prior_window)
+                near = near_peak(obj[:, 0], prior_window)
                 obj = torch.where(near[:, None], logits[:, :1], logits[:, :1] - 1e4)
             logits = torch.cat([obj, logits[:, 1:]], dim=1)
         g = logits.shape[-1]
         probs = torch.softmax(logits.flatten(2), dim=-1).view(n, m, g, g)
-        centres = (torch.arange(g, dtype=probs.dtype) * 2 + 1) / g - 1
-        uv = torch.stack([(probs.sum(2) * centres).sum(-1), (probs.sum(3) * centres).sum(-1)], dim=-1)
+        uv = expected_position(probs)
         if refine is not None:
             uv = torch.cat([refine(logits[:, :1]).to(uv.dtype)[:, None], uv[:, 1:]], dim=1)
         factor = g // coarse.shape[-1]
