@@ -102,5 +102,5 @@ def object_crop(image: np.ndarray, mask: np.ndarray, size: int = OBJECT_CROP,
     """
     box = box_of_mask(mask)
     c = crop(image, box, margin, mask, fill=GREY)
-    cm = crop(mask[..., None].repeat(3, axis=2).astype(np.uint8) * 255, box, margin)
+    cm = crop(mask[..., None].astype(np.uint8) * 255, box, margin).repeat(3, axis=2)  # crop first: a few hundred px
     return square_resize(c, size, fill=GREY), square_resize(cm, size, fill=(0, 0, 0))[..., 0] > 127

@@ -215,27 +215,29 @@ def _episode_times(env: Any, policy: Any, seed: int, max_steps: int,
     return reset_s, times
 
 
-def _timed_reset(policy: Any, log: list[float]) -> None:
-    """Make ``policy.reset`` append its duration to ``log`` (instance attribute; the class is untouched)."""
-    inner = policy.reset
+def _timed(policy: Any, method: str, log: list[float]) -> None:
+    """Make ``policy.<method>`` append its duration to ``log`` (instance attribute; the class is untouched)."""
+    inner = getattr(policy, method)
 
-    def reset(*args: Any, **kwargs: Any) -> Any:
+    def timed(*args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
         try:
             return inner(*args, **kwargs)
         finally:
             log.append(time.perf_counter() - t0)
 
-    policy.reset = reset
+    setattr(policy, method, timed)
 
 
 def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my", max_steps: int = 40,
           image_size: int = 224, vap_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per-step ``act`` time of the base vs VAP around it, one torch thread; medians over repeats.
 
-    The base row times VAP's own base object (the same weights and options, e.g. the generic VLA without its
-    attribute detectors), so the difference is what VAP adds. The env is privileged so depth arrives with the
-    frame (as from an RGB-D camera) and VAP renders nothing extra.
+    The base row times VAP's own base object (the same weights and options) in its own episodes on the same seeds,
+    so the difference is what VAP adds. Those episodes differ in length (VAP succeeds sooner, over which its
+    one-off grounding is spread), so the *paired* figure also times the base's ``act`` calls made inside VAP's
+    episodes: VAP's time over exactly the base's work on the same steps and frames. The env is privileged so depth
+    arrives with the frame (as from an RGB-D camera) and VAP renders nothing extra.
     """
     import torch
 
@@ -248,16 +250,19 @@ def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my",
         vap = make_vap(env, task, vap_options, seed=seed)
         base = vap.base
         inner_resets: list[float] = []
-        _timed_reset(vap.base, inner_resets)
+        _timed(vap.base, "reset", inner_resets)
         _episode_times(env, vap, seed, 3, inner_resets)  # warm-up: weights, text encoder, first-episode caches
+        inner_acts: list[float] = []  # the base's act calls (timed from here on)
+        _timed(base, "act", inner_acts)
         runs = []
         for r in range(repeats):
-            b, v, steady, b_reset, v_reset = [], [], [], 0.0, 0.0
+            b, v, steady, paired, b_reset, v_reset = [], [], [], [], 0.0, 0.0
             for e in range(episodes):
                 s = seed + 100 * r + e
                 br, bt = _episode_times(env, base, s, max_steps)
+                inner_acts.clear()  # keep only the calls VAP makes in its own episode
                 vr, vt = _episode_times(env, vap, s, max_steps, inner_resets)
-                b, v, steady = b + bt, v + vt, steady + vt[1:]
+                b, v, steady, paired = b + bt, v + vt, steady + vt[1:], paired + inner_acts
                 b_reset, v_reset = b_reset + br, v_reset + vr
             # "with reset": the per-episode set-up (instruction encoding; VAP: also the reference images) spread
             # over the episode's steps, for both policies alike.
@@ -265,7 +270,8 @@ def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my",
                          "vap_steady_ms": 1000 * statistics.median(steady),
                          "base_median_ms": 1000 * statistics.median(b), "steps": len(v),
                          "base_with_reset_ms": 1000 * (sum(b) + b_reset) / len(b),
-                         "vap_with_reset_ms": 1000 * (sum(v) + v_reset) / len(v)})
+                         "vap_with_reset_ms": 1000 * (sum(v) + v_reset) / len(v),
+                         "paired_base_ms": 1000 * sum(paired) / len(v)})
     finally:
         env.close()
     med = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
@@ -278,7 +284,11 @@ def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my",
             "vap_with_reset_ms_per_step": med["vap_with_reset_ms"],
             "vap_overhead_rel_with_reset": (med["vap_with_reset_ms"] - med["base_with_reset_ms"])
             / max(med["base_with_reset_ms"], 1e-9),
-            "vap_steady_ms_per_step_median": med["vap_steady_ms"], "runs": runs}
+            "vap_steady_ms_per_step_median": med["vap_steady_ms"],
+            "paired_base_ms_per_step": med["paired_base_ms"],
+            "vap_overhead_rel_paired": statistics.median((run["vap_ms"] - run["paired_base_ms"])
+                                                         / max(run["paired_base_ms"], 1e-9) for run in runs),
+            "runs": runs}
 
 
 def speed_markdown(r: dict[str, Any]) -> str:
@@ -286,13 +296,16 @@ def speed_markdown(r: dict[str, Any]) -> str:
     label = r["base"] if generic else "scripted_expert (base is ~free)"
     rel = f"{100 * r['vap_overhead_rel']:+.0f} %" if generic else "n/a (base ~0 ms)"
     rel_reset = f"{100 * r['vap_overhead_rel_with_reset']:+.0f} %" if generic else "n/a"
+    rel_paired = f"{100 * r['vap_overhead_rel_paired']:+.0f} %" if generic else "n/a"
     return "\n".join([
         "| base | base ms/step | VAP ms/step (mean, incl. grounding) | VAP overhead ms/step | overhead vs base | "
-        "VAP later steps ms (median) | base / VAP ms/step with reset | overhead with reset |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "VAP later steps ms (median) | base / VAP ms/step with reset | overhead with reset | "
+        "paired: base inside VAP ms/step | paired overhead |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         f"| {label} | {r['base_ms_per_step']:.1f} | {r['vap_ms_per_step']:.1f} | "
         f"{r['vap_overhead_ms_per_step']:.1f} | {rel} | {r['vap_steady_ms_per_step_median']:.1f} | "
-        f"{r['base_with_reset_ms_per_step']:.1f} / {r['vap_with_reset_ms_per_step']:.1f} | {rel_reset} |"])
+        f"{r['base_with_reset_ms_per_step']:.1f} / {r['vap_with_reset_ms_per_step']:.1f} | {rel_reset} | "
+        f"{r['paired_base_ms_per_step']:.1f} | {rel_paired} |"])
 
 
 # -- calibration on train-split objects ------------------------------------------------------------------------

@@ -80,11 +80,14 @@ def test_speed_counts_a_wrapped_base_reset_as_reset_time(monkeypatch):
             return {"instruction": "pick up my mug"}, 0.0, self.t >= 3, False, {}
 
     log: list[float] = []
+    acts: list[float] = []
     wrapper = Wrapper()
-    vap_benchmark._timed_reset(wrapper.base, log)
+    vap_benchmark._timed(wrapper.base, "reset", log)
+    vap_benchmark._timed(wrapper.base, "act", acts)
     reset_s, times = vap_benchmark._episode_times(Env(), wrapper, 0, 10, log)
     assert times == [6.0, 1.0, 1.0]  # grounding + the base's act; the base's reset is not charged to act
     assert reset_s == 12.0 and log == [10.0]
+    assert acts == [1.0, 1.0, 1.0]  # the paired figure: the base's own work on the very same steps
     reset_s, times = vap_benchmark._episode_times(Env(), Base(), 0, 10)
     assert (reset_s, times) == (10.0, [1.0, 1.0, 1.0])  # the bare base pays the same encoding in reset
 
