@@ -59,6 +59,14 @@ class PolicySpec:
     # The ``--policy-option`` keys its factory reads; a wrapper (VAP) lists only its own, since the base it builds
     # is registered for the same suite and declares the rest.
     options: tuple[str, ...] = ()
+    # The typed options dataclass (an ``envs.config.Options``) the factory validates ``ctx.options`` with; its fields
+    # are added to ``options``, and ``--list`` prints them with types and defaults.
+    options_type: type | None = None
+
+    def option_names(self) -> tuple[str, ...]:
+        """Every ``--policy-option`` key this policy reads: the declared names plus the typed fields."""
+        typed = tuple(self.options_type.names()) if self.options_type is not None else ()
+        return tuple(dict.fromkeys((*self.options, *typed)))
 
 
 @dataclass(frozen=True)
@@ -166,7 +174,7 @@ def policies_for(suite: str) -> list[str]:
 
 def policy_option_names(suite: str) -> list[str]:
     """Every ``--policy-option`` key some policy offered for ``suite`` reads (sorted)."""
-    return sorted({k for n in policies_for(suite) for k in policies()[n].options})
+    return sorted({k for n in policies_for(suite) for k in policies()[n].option_names()})
 
 
 def check_policy_options(suite: str, options: Mapping[str, Any]) -> None:
@@ -175,6 +183,10 @@ def check_policy_options(suite: str, options: Mapping[str, Any]) -> None:
     for key in options:
         if key not in valid:
             raise ConfigError(f"unknown policy option {key!r} for {suite}; valid: {', '.join(valid) or '(none)'}")
+    for name in policies_for(suite):  # values: each typed policy checks the keys it owns (types and ranges)
+        spec = policies()[name]
+        if spec.options_type is not None:
+            spec.options_type.from_options(options, strict=False)
 
 
 def trainer_for(env: str) -> TrainerSpec | None:

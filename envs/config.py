@@ -1,0 +1,141 @@
+"""Typed options: frozen dataclasses validated from a ``key=value`` mapping (CLI, launch file or suite default).
+
+Every env, policy and agent that takes options declares them as a subclass of :class:`Options`. The fields are the
+valid keys; their annotations are the types (``int``, ``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]``
+and ``tuple[str, ...]`` from a comma-separated string); ``field(metadata={"help": ...})`` documents them for
+``--list``; :meth:`Options.check` adds range checks. A wrong key or value raises :class:`ConfigError` naming the
+bad value and the valid ones, the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from envs.errors import ConfigError, choice_error
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Base of every options dataclass; subclasses are ``@dataclass(frozen=True)`` with defaults on every field."""
+
+    # Shown by --list before the field list, e.g. "VAP options".
+    title: ClassVar[str] = ""
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The valid option keys."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None, *, strict: bool = True) -> Options:
+        """Validate ``options`` into an instance. ``strict=False`` ignores keys that are not fields (a shared bag)."""
+        options = dict(options or {})
+        names = cls.names()
+        if strict:
+            for key in options:
+                if key not in names:
+                    raise choice_error(f"option for {cls.title or cls.__name__}", key, names)
+        hints = typing.get_type_hints(cls)
+        values = {name: coerce(name, options[name], hints[name]) for name in names if name in options}
+        out = cls(**values)
+        out.check()
+        return out
+
+    def check(self) -> None:
+        """Range and cross-field checks; raise ConfigError. The default accepts everything the types allow."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values for ``config.json`` (tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def describe(cls) -> list[str]:
+        """One line per option: ``name: type = default  help`` (for ``--list``)."""
+        hints = typing.get_type_hints(cls)
+        lines = []
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            doc = f.metadata.get("help", "")
+            lines.append(f"{f.name}: {type_name(hints[f.name])} = {default!r}" + (f"  {doc}" if doc else ""))
+        return lines
+
+
+def type_name(tp: Any) -> str:
+    """A short readable name of an annotation (``int``, ``float | None``, ``one of a|b``)."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + "|".join(str(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return f"comma-separated {type_name(typing.get_args(tp)[0])}s"
+    return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def coerce(name: str, value: Any, tp: Any) -> Any:
+    """``value`` checked (and, for CLI strings, converted) against annotation ``tp``; ConfigError otherwise."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None or (isinstance(value, str) and value.lower() == "none" and type(None) in args):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return coerce(name, value, arg)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"option {name} must be {type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise choice_error(f"value for option {name}", value, [str(c) for c in choices])
+        return value
+    if origin is tuple:
+        (item,) = typing.get_args(tp)[:1]
+        parts = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else None
+        if parts is None:
+            raise ConfigError(f"option {name} must be {type_name(tp)}, got {value!r}")
+        return tuple(coerce(name, p.strip() if isinstance(p, str) else p, item) for p in parts if p != "")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ConfigError(f"option {name} must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, str):
+            try:
+                value = int(value)
+            except ValueError:
+                raise ConfigError(f"option {name} must be an integer, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(f"option {name} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"option {name} must be a number, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ConfigError(f"option {name} must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ConfigError(f"option {name} must be a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise ConfigError(message) unless ``condition`` (for :meth:`Options.check`)."""
+    if not condition:
+        raise ConfigError(message)

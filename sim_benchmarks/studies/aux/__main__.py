@@ -1,0 +1,63 @@
+"""``python -m sim_benchmarks.studies.aux METHOD --seeds 0-4 --out DIR``: run one aux method's experiment.
+
+Writes ``DIR/results.json`` (schema ``embodia.aux/1``: per-seed numbers, the pass metric with its 95 % CI, wall
+time, whether the data is synthetic) and prints a one-line verdict. ``--list`` names every method and its claim.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from envs.errors import ConfigError, choice_error
+from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.studies.aux import methods
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` → [0, 1, 2, 3, 4]; ``"1,42,999"`` → [1, 42, 999]."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            seeds.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    except ValueError:
+        raise ConfigError(f"--seeds must look like 0-4 or 1,42,999, got {text!r}") from None
+    if not seeds or len(seeds) > 100 or min(seeds) < 0:
+        raise ConfigError(f"--seeds must name 1 to 100 non-negative seeds, got {text!r}")
+    return seeds
+
+
+@main_guard
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(prog="sim_benchmarks.studies.aux", description="Run one policies/aux method's experiment.")
+    p.add_argument("method", nargs="?", help="method name (see --list)")
+    p.add_argument("--seeds", default="0-4", help="seeds, e.g. 0-4 or 1,42,999 (default 0-4)")
+    p.add_argument("--out", type=Path, default=None, help="results folder (default runs/aux/<method>)")
+    p.add_argument("--quick", action="store_true", help="a seconds-long smoke run (tests); not for reported figures")
+    p.add_argument("--list", action="store_true", help="list methods and their claims")
+    args = p.parse_args(argv)
+    registry = methods()
+    if args.list or not args.method:
+        for name, module in registry.items():
+            print(f"{name}: {module.CLAIM}")
+        return 0 if args.list else 2
+    if args.method not in registry:
+        raise choice_error("aux method", args.method, sorted(registry))
+    seeds = parse_seeds(args.seeds)
+    out = args.out or Path("runs/aux") / args.method
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
+    start = time.perf_counter()
+    result = registry[args.method].run(seeds, args.quick)
+    result.wall_s = time.perf_counter() - start
+    path = result.write(out)
+    lo, hi = result.ci95
+    print(f"{result.method}: {result.metric} = {result.value:.4g} [95% CI {lo:.4g}, {hi:.4g}] -> {result.verdict} "
+          f"({path})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
