@@ -1,0 +1,1 @@
+"""Language-model geometry and embeddings: contextual curvature, ManifoldKV, SubspacePath pruning, InstEmb."""

@@ -1,0 +1,1 @@
+"""Structured prediction: DMANet, ConfSleepNet, GOTabPFN, Pseudo-Mallows, zero-shot classifier expansion."""

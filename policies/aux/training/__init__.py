@@ -1,0 +1,1 @@
+"""Training dynamics, quantisation and weight editing: LLR, RobuQ, HAMU, SPARD, Theseus."""
