@@ -135,6 +135,11 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
     return value
 
 
+def option(default: Any, doc: str) -> Any:
+    """A dataclass field with a default and its ``--list`` help text."""
+    return dataclasses.field(default=default, metadata={"help": doc})
+
+
 def require(condition: bool, message: str) -> None:
     """Raise ConfigError(message) unless ``condition`` (for :meth:`Options.check`)."""
     if not condition:

@@ -44,10 +44,16 @@ def print_listing() -> None:
         for task, desc in suite.tasks.items():
             out(f"  task {name}/{task}: {desc}\n")
         out(f"  policies: {', '.join(registry.policies_for(name))} (default: {', '.join(suite.default_policies)})\n")
+        if suite.options_type is not None:
+            for line in suite.options_type.describe():
+                out(f"  --env-option {line}\n")
     out("policies:\n")
     for name, spec in registry.policies().items():
         where = ", ".join(spec.suites) if spec.suites else "all suites"
         out(f"  {name}: {spec.description} [{where}]\n")
+        if spec.options_type is not None:
+            for line in spec.options_type.describe():
+                out(f"    --policy-option {line}\n")
     trainers = registry.trainers()
     if trainers:
         out("training families (python -m launch.train):\n")

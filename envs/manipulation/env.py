@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.config import Options, option
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.objects import (
     CATEGORIES,
@@ -44,41 +45,28 @@ APPLE_RADIUS = 0.034
 
 
 @dataclass(frozen=True)
-class SimplerConfig:
+class SimplerConfig(Options):
     """Env options (``make_env(task, options)``); unknown keys are a ConfigError."""
 
-    image_size: int = 224
-    # personalized: "test" (default); generic: "train" (default), "test" or "train_extended" (train + extra designs)
-    split: str | None = None
-    privileged: bool = False  # add depth (metres) and segmentation (body ids) to obs
-    num_distractors: int | None = None  # same-category look-alikes; default: 2-4 from the seed
-    num_clutter: int = 1  # objects of other categories
-    personal_texture: str | None = None  # a user image wrapped on a ``personal_category`` mesh
-    personal_category: str | None = None  # fixes the category of every episode
-    personal_object: str | None = None  # fixes the personal/target library instance (e.g. "mug_12")
-    max_steps: int = 50
-    references: bool | None = None  # render info["reference_images"]; default: personalized tasks only
-    reference_count: int = 4
-    instruction_style: str = "mixed"  # generic tasks: "mixed", "colour" or "colour_pattern"
-    render_mode: str | None = "rgb_array"
+    title = "personalized_simpler env"
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None) -> SimplerConfig:
-        """Validate an options mapping (as given on the CLI or by a suite) into a config."""
-        options = dict(options or {})
-        names = [f.name for f in fields(cls)]
-        for key in options:
-            if key not in names:
-                raise choice_error("option", key, names)
-        for f in fields(cls):  # types first: a CLI "image_size=abc" arrives as a string
-            value, kind = options.get(f.name), str(f.type).split(" ")[0]
-            if f.name not in options or (value is None and "None" in str(f.type)):
-                continue
-            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigError(f"{f.name} must be an integer, got {value!r}")
-            if (kind == "bool" and not isinstance(value, bool)) or (kind == "str" and not isinstance(value, str)):
-                raise ConfigError(f"{f.name} must be a {kind}, got {value!r}")
-        cfg = cls(**options)
+    image_size: int = option(224, "camera image side, pixels")
+    split: str | None = option(None, "personalized: test (default); generic: train (default), test, train_extended")
+    privileged: bool = option(False, "add depth (metres) and segmentation (body ids) to obs")
+    num_distractors: int | None = option(None, "same-category look-alikes; default: 2-4 from the seed")
+    num_clutter: int = option(1, "objects of other categories")
+    personal_texture: str | None = option(None, "a user image wrapped on a ``personal_category`` mesh")
+    personal_category: str | None = option(None, "fixes the category of every episode")
+    personal_object: str | None = option(None, "fixes the personal/target library instance (e.g. 'mug_12')")
+    max_steps: int = option(50, "control steps before truncation")
+    references: bool | None = option(None, "render info['reference_images']; default: personalized tasks only")
+    reference_count: int = option(4, "reference images of the personal object (3-5)")
+    instruction_style: str = option("mixed", "generic tasks: 'mixed', 'colour' or 'colour_pattern'")
+    render_mode: str | None = option("rgb_array", "gymnasium render mode")
+
+    def check(self) -> None:
+        """Ranges and names (types are checked by :meth:`Options.from_options`)."""
+        cfg = self
         if not 32 <= int(cfg.image_size) <= 1024:
             raise ConfigError(f"image_size must be in [32, 1024], got {cfg.image_size}")
         if not 1 <= int(cfg.max_steps) <= 80:
@@ -101,7 +89,6 @@ class SimplerConfig:
             raise ConfigError(f"reference_count must be in [3, 5], got {cfg.reference_count}")
         if cfg.render_mode not in (None, "rgb_array"):
             raise choice_error("render_mode", cfg.render_mode, ("rgb_array",))
-        return cfg
 
 
 @dataclass

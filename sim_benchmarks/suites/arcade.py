@@ -1,6 +1,6 @@
 """Registers the streaming-RL training family for ``launch.train`` (arcade envs × Stream Q / AC / SPR).
 
-The training code lives in ``sim_benchmarks.streaming_training``; it is imported only when a run starts, so
+The training code lives in ``sim_benchmarks.training.streaming``; it is imported only when a run starts, so
 listing suites does not pay for torch.
 """
 
@@ -18,7 +18,7 @@ AGENTS = {
 
 
 def _train(**kwargs: Any) -> dict[str, Any]:
-    from sim_benchmarks.streaming_training import train
+    from sim_benchmarks.training.streaming import train
 
     return train(**kwargs)
 

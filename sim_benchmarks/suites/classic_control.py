@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
-from envs.errors import ConfigError
+from envs.config import Options, require
 from policies.base import RandomPolicy
 from policies.classic_control import CartPoleBalancer
 from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
@@ -15,12 +16,20 @@ from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, regist
 CARTPOLE_STEPS = 200
 
 
+@dataclass(frozen=True)
+class CartPoleOptions(Options):
+    """``--env-option`` keys of the classic_control suite."""
+
+    title = "classic_control env"
+    max_steps: int = field(default=CARTPOLE_STEPS, metadata={"help": "episode length cap"})
+
+    def check(self) -> None:
+        require(1 <= self.max_steps <= 100_000, f"max_steps must be in [1, 100000], got {self.max_steps}")
+
+
 def _make_env(task: str, options: Mapping[str, Any]) -> gym.Env:
-    unknown = set(options) - {"max_steps"}
-    if unknown:
-        raise ConfigError(f"unknown env option(s) {sorted(unknown)} for classic_control; valid: max_steps")
-    steps = int(options.get("max_steps", CARTPOLE_STEPS))
-    return gym.make("CartPole-v1", max_episode_steps=steps, render_mode="rgb_array")
+    opts = CartPoleOptions.from_options(options)
+    return gym.make("CartPole-v1", max_episode_steps=opts.max_steps, render_mode="rgb_array")
 
 
 def _metrics(info: dict[str, Any], total_return: float, steps: int) -> dict[str, Any]:
@@ -37,6 +46,7 @@ register_suite(SuiteSpec(
     default_policies=("balancer", "random"),
     default_episodes=20,
     episode_metrics=_metrics,
+    options_type=CartPoleOptions,
 ))
 
 register_policy(PolicySpec(

@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
+from envs.config import Options, require
 from envs.errors import choice_error
-from envs.manipulation.env import GENERIC_TASKS, PERSONALIZED_TASKS, PersonalizedSimplerEnv, make_env
+from envs.manipulation.env import GENERIC_TASKS, PERSONALIZED_TASKS, PersonalizedSimplerEnv, SimplerConfig, make_env
 from policies.scripted_expert import ScriptedExpert
 from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
 
@@ -35,6 +37,7 @@ register_suite(SuiteSpec(
     default_episodes=4,
     default_workers=2,
     max_steps=80,
+    options_type=SimplerConfig,
 ))
 register_suite(SuiteSpec(
     name="generic_simpler",
@@ -45,14 +48,27 @@ register_suite(SuiteSpec(
     default_episodes=10,
     default_workers=2,
     max_steps=80,
+    options_type=SimplerConfig,
 ))
 
 
+@dataclass(frozen=True)
+class ExpertOptions(Options):
+    """``--policy-option`` keys of the scripted expert."""
+
+    title = "scripted expert"
+    expert_noise: float = field(default=0.0, metadata={"help": "std of Gaussian noise on executed actions"})
+    expert_descent: Literal["gated", "funnel", "coarse"] = field(default="gated",
+                                                                 metadata={"help": "approach before a grasp"})
+
+    def check(self) -> None:
+        require(0 <= self.expert_noise <= 1, f"expert_noise must be in [0, 1], got {self.expert_noise}")
+
+
 def _expert(ctx: PolicyContext) -> ScriptedExpert:
-    return ScriptedExpert(ctx.env, noise_std=float(ctx.options.get("expert_noise", 0.0)), seed=ctx.seed,
-                          descent=str(ctx.options.get("expert_descent", "gated")))
+    opts = ExpertOptions.from_options(ctx.options, strict=False)
+    return ScriptedExpert(ctx.env, noise_std=opts.expert_noise, seed=ctx.seed, descent=opts.expert_descent)
 
 
 register_policy(PolicySpec("scripted_expert", "privileged scripted top-down grasp expert (oracle ceiling)",
-                           _expert, suites=SUITES,
-                           options=("expert_noise", "expert_descent")))
+                           _expert, suites=SUITES, options_type=ExpertOptions))

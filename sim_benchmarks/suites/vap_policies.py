@@ -1,23 +1,18 @@
 """Registers the VAP policies for ``personalized_simpler``: ``vap`` and ``oracle_mask`` (VAP with simulator masks).
 
 Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA with its
-attribute detectors and base localiser; ``vla_attributes=false`` turns them off), so any base works. Options:
-``vap_style`` (highlight style), ``vap_refs`` (use only the first N reference images),
-``vap_components`` (comma-separated matcher cues), ``vap_every`` (tracker re-localisation period),
-``vap_embedder`` (local DINOv2/CLIP folder), ``vap_embed_size`` (MobileNetV2 input side for crops; default: the
-96-pixel crop itself), ``vap_detector`` / ``vap_detector_dir`` (detector backend),
-``vap_min_score`` (below it grounding falls back; the default bias is set for all three cues), ``vap_candidates``
-(proposals detector only: how many proposals, ranked by the network-free colour cue, reach the network and keypoint
-matching; default 4), ``vap_hue_margin`` (degrees: paint the first palette colour at least this far in hue from every
-other object, instead of the farthest one).
+attribute detectors and base localiser; ``vla_attributes=false`` turns them off), so any base works. The options
+are the fields of :class:`VAPOptions` (``python -m launch.eval --list`` prints them with types and defaults).
 Perception (torch, OpenCV, SciPy) is imported inside the factories: the CLI imports every suite module per call.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from envs.errors import ConfigError, choice_error
+from envs.config import Options, require
+from envs.errors import choice_error
 from sim_benchmarks import registry
 from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
 
@@ -27,19 +22,53 @@ VAP_POLICIES = ("vap", "oracle_mask")
 # the ablation's 120 scenes as 10 at about a third less first-step time (docs/vap.md, speed section); the recolour
 # colour is still chosen against every proposal, or it could repeat a dropped object's colour.
 PROPOSAL_CANDIDATES = 4
-# The --policy-option keys read here; the base policy's own (vla_*, expert_*) are declared where it registers.
-VAP_OPTIONS = ("vap_base", "vap_style", "vap_refs", "vap_components", "vap_every", "vap_embedder", "vap_embed_size",
-               "vap_detector", "vap_detector_dir", "vap_min_score", "vap_candidates", "vap_hue_margin")
+
+
+@dataclass(frozen=True)
+class VAPOptions(Options):
+    """``--policy-option`` keys of ``vap`` and ``oracle_mask`` (the base's own keys are declared where it registers)."""
+
+    title = "VAP"
+    vap_base: str = field(default="generic", metadata={"help": "registered base policy to wrap"})
+    vap_style: Literal["recolour", "overlay", "outline", "dim", "crop"] = field(
+        default="recolour", metadata={"help": "how the object is highlighted"})
+    vap_refs: int | None = field(default=None, metadata={"help": "use only the first N reference images"})
+    vap_components: tuple[str, ...] = field(default=("embedding", "colour", "keypoints"),
+                                            metadata={"help": "matcher cues: embedding, colour, keypoints"})
+    vap_every: int = field(default=5, metadata={"help": "tracker re-localisation period (steps)"})
+    vap_embedder: str | None = field(default=None, metadata={"help": "local DINOv2/CLIP folder (default MobileNetV2)"})
+    vap_embed_size: int | None = field(default=None, metadata={"help": "MobileNetV2 input side for crops (>= 32)"})
+    vap_detector: Literal["proposals", "transformers", "groundingdino"] = field(
+        default="proposals", metadata={"help": "detector backend"})
+    vap_detector_dir: str | None = field(default=None, metadata={"help": "local weights folder of the detector"})
+    vap_min_score: float | None = field(default=None, metadata={"help": "below it grounding falls back"})
+    vap_candidates: int = field(default=PROPOSAL_CANDIDATES,
+                                metadata={"help": "proposals reaching the network and keypoint matching"})
+    vap_hue_margin: float | None = field(default=None,
+                                         metadata={"help": "degrees: paint the first palette colour this far in hue"})
+
+    def check(self) -> None:
+        from perception.matching import COMPONENTS
+
+        require(self.vap_refs is None or self.vap_refs >= 1, f"vap_refs must be >= 1, got {self.vap_refs}")
+        bad = [c for c in self.vap_components if c not in COMPONENTS]
+        require(bool(self.vap_components) and not bad,
+                f"unknown matcher components {bad or '(none)'}; valid: {', '.join(COMPONENTS)}")
+        require(self.vap_every >= 1, f"vap_every must be >= 1, got {self.vap_every}")
+        require(self.vap_embed_size is None or self.vap_embed_size >= 32,
+                f"vap_embed_size must be an integer >= 32 (pixels), got {self.vap_embed_size}")
+        require(self.vap_candidates >= 1, f"vap_candidates must be an integer >= 1, got {self.vap_candidates}")
+        require(self.vap_hue_margin is None or 0 <= self.vap_hue_margin <= 180,
+                f"vap_hue_margin must be a number of degrees in [0, 180], got {self.vap_hue_margin}")
 
 
 def _base(ctx: PolicyContext) -> Any:
-    name = str(ctx.options.get("vap_base", "generic"))
+    name = VAPOptions.from_options(ctx.options, strict=False).vap_base
     specs = registry.policies()
     if name in VAP_POLICIES or name not in specs:
         raise choice_error("vap_base policy", name, [n for n in specs if n not in VAP_POLICIES])
-    # The base is built as registered: the generic VLA with its attribute detectors and base localiser. Until
-    # 2026-12-03 VAP turned the detectors off (they can misfire on a recoloured object); with the localiser they
-    # gained 12 points on the tuning episodes (docs/vap.md). --policy-option vla_attributes=false turns both off.
+    # The base is built as registered, attribute detectors and localiser included: with the localiser they help
+    # VAP's base although they can misfire on a recoloured object (docs/vap.md). vla_attributes=false turns both off.
     return specs[name].factory(ctx)
 
 
@@ -59,62 +88,36 @@ def _privileged(ctx: PolicyContext):
     return sensors, (lambda: int(env.personal_body_id)), scene_ids
 
 
-def _embed_size(opts: dict[str, Any]) -> int | None:
-    size = opts.get("vap_embed_size")
-    if size is None:
-        return None
-    if isinstance(size, bool) or not isinstance(size, int) or size < 32:
-        raise ConfigError(f"vap_embed_size must be an integer >= 32 (pixels), got {size!r}")
-    return size
-
-
-def _hue_margin(opts: dict[str, Any]) -> float | None:
-    margin = opts.get("vap_hue_margin")
-    if margin is None:
-        return None
-    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin <= 180:
-        raise ConfigError(f"vap_hue_margin must be a number of degrees in [0, 180], got {margin!r}")
-    return float(margin)
-
-
 def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     """A VisualAttentivePrompting policy configured from ``ctx.options`` (see the module docstring)."""
     from perception.detectors import OracleDetector, make_detector
     from perception.embedders import make_embedder
-    from perception.matching import COMPONENTS, LimitedMatcher, MatcherConfig
+    from perception.matching import LimitedMatcher, MatcherConfig
     from perception.prompting import VisualPrompter
     from perception.tracking import MaskTracker, TrackerConfig
     from policies.vap import VAPConfig, VisualAttentivePrompting
 
-    opts = ctx.options
-    comps = tuple(c for c in str(opts.get("vap_components", ",".join(COMPONENTS))).split(",") if c)
-    refs = opts.get("vap_refs")
-    if refs is not None and int(refs) < 1:
-        raise ConfigError(f"vap_refs must be >= 1, got {refs}")
-    matcher = LimitedMatcher(None if refs is None else int(refs), config=MatcherConfig(components=comps),
-                             embedder=make_embedder(opts.get("vap_embedder"), _embed_size(opts)))
+    opts = VAPOptions.from_options(ctx.options, strict=False)
+    matcher = LimitedMatcher(opts.vap_refs, config=MatcherConfig(components=opts.vap_components),
+                             embedder=make_embedder(opts.vap_embedder, opts.vap_embed_size))
     sensors, target_id, scene_ids = _privileged(ctx)
-    candidates = opts.get("vap_candidates", PROPOSAL_CANDIDATES)
-    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
-        raise ConfigError(f"vap_candidates must be an integer >= 1, got {candidates!r}")
-    vap_cfg = VAPConfig(min_score=float(opts.get("vap_min_score", VAPConfig.min_score)),
-                        max_candidates=max(VAPConfig.max_candidates, candidates))
+    min_score = VAPConfig.min_score if opts.vap_min_score is None else opts.vap_min_score
+    vap_cfg = VAPConfig(min_score=min_score, max_candidates=max(VAPConfig.max_candidates, opts.vap_candidates))
     if oracle:
         detector: Any = OracleDetector(target_id_fn=target_id, scene_ids_fn=scene_ids)
     else:
-        name = str(opts.get("vap_detector", "proposals"))
-        extra: dict[str, Any] = {"model_dir": opts["vap_detector_dir"]} if "vap_detector_dir" in opts else {}
-        if name == "proposals":
-            extra = {"embedder": matcher.embedder, "max_candidates": candidates}
-        detector = make_detector(name, **extra)
+        extra: dict[str, Any] = {} if opts.vap_detector_dir is None else {"model_dir": opts.vap_detector_dir}
+        if opts.vap_detector == "proposals":
+            extra = {"embedder": matcher.embedder, "max_candidates": opts.vap_candidates}
+        detector = make_detector(opts.vap_detector, **extra)
     return VisualAttentivePrompting(
         _base(ctx), detector=detector, matcher=matcher,
-        tracker=MaskTracker(TrackerConfig(every=int(opts.get("vap_every", 5)))),
-        prompter=VisualPrompter(style=str(opts.get("vap_style", "recolour")), hue_margin=_hue_margin(opts)),
+        tracker=MaskTracker(TrackerConfig(every=opts.vap_every)),
+        prompter=VisualPrompter(style=opts.vap_style, hue_margin=opts.vap_hue_margin),
         config=vap_cfg, target_id_fn=target_id, sensors_fn=sensors)
 
 
 register_policy(PolicySpec("vap", "VAP: detect + match references + track + recolour prompt around a frozen base",
-                           lambda ctx: build_vap(ctx, oracle=False), suites=SUITES, options=VAP_OPTIONS))
+                           lambda ctx: build_vap(ctx, oracle=False), suites=SUITES, options_type=VAPOptions))
 register_policy(PolicySpec("oracle_mask", "VAP with the simulator's mask of my object (upper bound)",
-                           lambda ctx: build_vap(ctx, oracle=True), suites=SUITES, options=VAP_OPTIONS))
+                           lambda ctx: build_vap(ctx, oracle=True), suites=SUITES, options_type=VAPOptions))

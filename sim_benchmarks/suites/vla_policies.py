@@ -18,12 +18,13 @@ import functools
 import hashlib
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from envs.errors import ConfigError
+from envs.config import Options, require
 from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
 
 if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI imports every suite module per call
@@ -32,9 +33,25 @@ if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI impo
     from policies.vla.prompt_baselines import HardPrompt, SoftPrompt, SoftPromptMap
 
 SUITES = ("personalized_simpler", "generic_simpler")
-# The --policy-option keys _generic reads (the prompt baselines are built on it, so they read the same).
-VLA_OPTIONS = ("vla_checkpoint", "vla_execution", "vla_action_steps", "vla_attributes", "vla_localiser",
-               "vla_grasp_retries")
+
+
+@dataclass(frozen=True)
+class VLAOptions(Options):
+    """``--policy-option`` keys of the generic VLA (the prompt baselines are built on it and read the same)."""
+
+    title = "generic VLA"
+    vla_checkpoint: str | None = field(default=None, metadata={"help": "checkpoint folder (default: the shipped one)"})
+    vla_execution: Literal["first", "ensemble", "queue"] = field(
+        default="first", metadata={"help": "first action of each chunk, temporal ensembling, or open-loop queue"})
+    vla_action_steps: int | None = field(default=None, metadata={"help": "queue: actions per chunk (default all)"})
+    vla_attributes: bool = field(default=True, metadata={"help": "use the attribute detectors (and localiser)"})
+    vla_localiser: bool = field(default=True, metadata={"help": "use the first-frame base localiser"})
+    vla_grasp_retries: int = field(default=0, metadata={"help": "reopen after up to N grasps that closed on nothing"})
+
+    def check(self) -> None:
+        require(self.vla_grasp_retries >= 0, f"vla_grasp_retries must be an integer >= 0, got {self.vla_grasp_retries}")
+        require(self.vla_action_steps is None or self.vla_action_steps >= 1,
+                f"vla_action_steps must be >= 1 (1..the chunk length), got {self.vla_action_steps}")
 
 
 @functools.lru_cache(maxsize=4)
@@ -49,26 +66,15 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
     from policies.vla.checkpoint import DEFAULT_CHECKPOINT
     from policies.vla.generic import GenericVLA, drop_possessive
 
-    retries = ctx.options.get("vla_grasp_retries", 0)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ConfigError(f"vla_grasp_retries must be an integer >= 0, got {retries!r}; valid: 0 (off), 1, 2, ...")
-    folder = str(ctx.options.get("vla_checkpoint", DEFAULT_CHECKPOINT))
-    steps = ctx.options.get("vla_action_steps")
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
-        raise ConfigError(f"vla_action_steps must be an integer, got {steps!r}; valid: 1..the chunk length")
-    attributes = ctx.options.get("vla_attributes", True)
-    if not isinstance(attributes, bool):
-        raise ConfigError(f"vla_attributes must be true or false, got {attributes!r}")
-    localiser = ctx.options.get("vla_localiser", True)
-    if not isinstance(localiser, bool):
-        raise ConfigError(f"vla_localiser must be true or false, got {localiser!r}")
-    policy = GenericVLA(_bundle(folder), execution=str(ctx.options.get("vla_execution", "first")),
-                        action_steps=None if steps is None else int(steps), instruction_rewrite=drop_possessive,
-                        attributes=attributes, localiser=localiser)
-    if retries:
+    opts = VLAOptions.from_options(ctx.options, strict=False)
+    folder = str(opts.vla_checkpoint or DEFAULT_CHECKPOINT)
+    policy = GenericVLA(_bundle(folder), execution=opts.vla_execution, action_steps=opts.vla_action_steps,
+                        instruction_rewrite=drop_possessive, attributes=opts.vla_attributes,
+                        localiser=opts.vla_localiser)
+    if opts.vla_grasp_retries:
         from policies.grasp_retry import GraspRetry, GraspRetryConfig
 
-        return GraspRetry(policy, GraspRetryConfig(max_retries=retries))
+        return GraspRetry(policy, GraspRetryConfig(max_retries=opts.vla_grasp_retries))
     return policy
 
 
@@ -77,7 +83,7 @@ register_policy(PolicySpec(
     description="frozen built-in generic VLA (MobileNetV2 + MiniLM + FiLM head); 'my' dropped from the instruction",
     factory=_generic,
     suites=SUITES,
-    options=VLA_OPTIONS,
+    options_type=VLAOptions,
 ))
 
 
@@ -129,12 +135,12 @@ register_policy(PolicySpec(
     description="generic VLA told the personal object's dominant reference-image colour ('the blue mug')",
     factory=_hard_prompt,
     suites=("personalized_simpler",),
-    options=VLA_OPTIONS,
+    options_type=VLAOptions,
 ))
 register_policy(PolicySpec(
     name="soft_prompt",
     description="generic VLA conditioned on a concept vector regressed from the reference images (no robot data)",
     factory=_soft_prompt,
     suites=("personalized_simpler",),
-    options=VLA_OPTIONS,
+    options_type=VLAOptions,
 ))

@@ -10,7 +10,7 @@ import torch
 from agents.streaming import StreamAC, StreamACConfig, StreamQ, StreamQConfig, StreamSPR, StreamSPRConfig
 from envs.arcade import make_arcade_env
 from envs.errors import ConfigError
-from sim_benchmarks.streaming_training import build_config, train
+from sim_benchmarks.training.streaming import build_config, train
 
 
 @pytest.fixture(autouse=True)

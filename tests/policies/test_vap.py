@@ -173,7 +173,7 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
             registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
                                                                            "vap_hue_margin": bad}))
-    from sim_benchmarks.vap_benchmark import generic_available
+    from sim_benchmarks.studies.vap.vap_benchmark import generic_available
 
     if generic_available():  # VAP's generic base is built as registered: detectors on unless told otherwise
         for opts, off in (({}, False), ({"vla_attributes": False}, True)):

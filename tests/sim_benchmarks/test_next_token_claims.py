@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from sim_benchmarks.next_token_claims import bounded_context, loglog_slope, regret_grid, wilson
+from sim_benchmarks.studies.next_token.next_token_claims import bounded_context, loglog_slope, regret_grid, wilson
 
 
 def test_regret_grid_key_numbers():

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sim_benchmarks import vap_benchmark
+from sim_benchmarks.studies.vap import vap_benchmark
 
 
 def test_bad_input_is_exit_status_2(capsys, tmp_path):

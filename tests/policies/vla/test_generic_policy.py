@@ -133,7 +133,7 @@ def test_state_indices_select_the_proprio_inputs(tmp_path):
 def test_first_frame_grounding_benchmark_reads_the_auxiliary_head(bundle, tmp_path, capsys):
     import json
 
-    from sim_benchmarks.vla_grounding import main
+    from sim_benchmarks.studies.generic_vla.vla_grounding import main
 
     cfg = HeadConfig(vision=VisionSpec(backbone="cnn", blocks=0, input_size=96, channels=3), state_dim=6, width=16,
                      keypoints=4, hidden=32, aux_dim=2)

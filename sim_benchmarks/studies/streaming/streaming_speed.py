@@ -1,6 +1,6 @@
 """Agent steps per second on one core for each streaming agent × arcade suite (median over repeats).
 
-    python -m sim_benchmarks.streaming_speed --agents stream_q,stream_ac,stream_spr \\
+    python -m sim_benchmarks.studies.streaming.streaming_speed --agents stream_q,stream_ac,stream_spr \\
         --envs minatar:breakout,atari:Breakout,octax:brix --steps 2000 --repeats 3 --out runs/streaming_speed
 
 A "step" is one full agent step: ``act`` + ``env.step`` + ``observe`` (the update). ε is held at its final
@@ -15,7 +15,6 @@ Writes ``speed.json`` and prints a table.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 
 from envs.arcade import make_arcade_env, split_name
+from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.train_log import write_json_atomic
 
 
@@ -78,7 +78,7 @@ def _make(agent: str, env_name: str, env: Any, backend: str = "torch") -> Any:
     if agent == "autograd_stream_q":
         suite, _ = split_name(env_name)
         return AutogradStreamQ(suite, env.observation_space.shape, int(env.action_space.n))
-    from sim_benchmarks.streaming_training import build_config, make_learner
+    from sim_benchmarks.training.streaming import build_config, make_learner
 
     suite, _ = split_name(env_name)
     options: dict[str, Any] = {} if agent == "stream_ac" else {"exploration_fraction": 0.0}
@@ -114,8 +114,9 @@ def measure(agent: str, env_name: str, steps: int, warmup: int, repeats: int, ba
     return row
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="sim_benchmarks.streaming_speed", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="sim_benchmarks.studies.streaming.streaming_speed", description=__doc__.splitlines()[0])
     p.add_argument("--agents", default="stream_q,stream_ac,stream_spr")
     p.add_argument("--envs", default="minatar:breakout,atari:Breakout,octax:brix")
     p.add_argument("--steps", type=int, default=2000, help="timed steps per repeat (Atari/Octax use a quarter)")

@@ -1,9 +1,9 @@
 """VAP benchmarks on Personalized-SIMPLER: grounding accuracy, ablations, per-step time, matcher calibration.
 
-    python -m sim_benchmarks.vap_benchmark grounding --episodes 30 --seed 10000 --out runs/vap_grounding
-    python -m sim_benchmarks.vap_benchmark ablation --episodes 20 --seed 20000 --out runs/vap_ablation
-    python -m sim_benchmarks.vap_benchmark speed --episodes 3 --repeats 3 --out runs/vap_speed
-    python -m sim_benchmarks.vap_benchmark calibrate --episodes 30 --seed 0 --out runs/vap_calibration
+    python -m sim_benchmarks.studies.vap.vap_benchmark grounding --episodes 30 --seed 10000 --out runs/vap_grounding
+    python -m sim_benchmarks.studies.vap.vap_benchmark ablation --episodes 20 --seed 20000 --out runs/vap_ablation
+    python -m sim_benchmarks.studies.vap.vap_benchmark speed --episodes 3 --repeats 3 --out runs/vap_speed
+    python -m sim_benchmarks.studies.vap.vap_benchmark calibrate --episodes 30 --seed 0 --out runs/vap_calibration
 
 *Grounding accuracy* = the candidate VAP chooses at the first step is the personal object (majority body id of the
 chosen mask in the simulator segmentation; privileged, used only to score). It does not depend on the base policy,
@@ -15,7 +15,6 @@ never on the test-split instances that ``personalized_simpler`` uses. Each comma
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import statistics
@@ -29,6 +28,7 @@ import numpy as np
 
 from envs.errors import ConfigError
 from sim_benchmarks import registry
+from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.options import parse_options
 from sim_benchmarks.registry import PolicyContext
@@ -361,8 +361,9 @@ def calibrate(episodes: int, seed: int) -> dict[str, Any]:
             "weights_abs": fitted.weights_abs, "weights_rel": fitted.weights_rel, "bias": fitted.bias}
 
 
+@main_guard
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sim_benchmarks.vap_benchmark", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="sim_benchmarks.studies.vap.vap_benchmark", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("grounding", "ablation", "speed", "calibrate"):
         p = sub.add_parser(name)
@@ -429,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    command = "python -m sim_benchmarks.vap_benchmark " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m sim_benchmarks.studies.vap.vap_benchmark " + shlex.join(sys.argv[1:] if argv is None else argv)
     result = {"schema": "embodia.vap_benchmark/1", "command": command, "wall_s": time.perf_counter() - start,
               **result}
     args.out.mkdir(parents=True, exist_ok=True)  # only now: a bad option found mid-run leaves nothing behind

@@ -1,6 +1,7 @@
 """Render Personalized-SIMPLER assets to PNG for inspection.
 
-    python -m sim_benchmarks.render_simpler_assets --out results/simpler_assets [--episodes 4] [--image-size 224]
+    python -m sim_benchmarks.studies.simpler.render_simpler_assets --out runs/simpler_assets \
+        [--episodes 4] [--image-size 224]
 
 Writes ``references/<instance>.png`` (the reference set of every test-split instance side by side),
 ``references_grid.png`` (first reference of every test instance, one row per category) and
@@ -9,7 +10,6 @@ Writes ``references/<instance>.png`` (the reference set of every test-split inst
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ from PIL import Image
 from envs.manipulation.env import ALL_TASKS, make_env
 from envs.manipulation.objects import CATEGORIES, instances
 from envs.manipulation.personal import PersonalObject, render_references
+from sim_benchmarks.cli import ArgumentParser, main_guard
 
 
 def _row(images: list[np.ndarray], pad: int = 4) -> np.ndarray:
@@ -38,9 +39,11 @@ def _grid(rows: list[list[np.ndarray]], pad: int = 4) -> np.ndarray:
     return np.concatenate(out[:-1], axis=0)
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI entry point."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="sim_benchmarks.studies.simpler.render_simpler_assets",
+                        description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--episodes", type=int, default=4, help="first frames per task")
     ap.add_argument("--image-size", type=int, default=224)

@@ -1,6 +1,6 @@
 """Measures the five claims of "Next-Token Prediction and Regret Minimization" (ANCHORS.md) on Embodia's games.
 
-    python -m sim_benchmarks.next_token_claims --out results/next_token [--quick] [--seeds 5]
+    python -m sim_benchmarks.studies.next_token.next_token_claims --out results/next_token [--quick] [--seeds 5]
 
 Writes ``claims.json`` (every number), ``claims.md`` (the table), and plots: ``regret_vs_T.png`` (average regret
 vs T, log-log, per agent and opponent), ``tv_vs_T.png`` (estimated TV(D, D') = P_D(switch) vs T) and
@@ -9,7 +9,6 @@ vs T, log-log, per agent and opponent), ``tv_vs_T.png`` (estimated TV(D, D') = P
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from policies.next_token import (
     switch_probability_bound,
     tau_schedule,
 )
+from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.train_log import write_json_atomic
 
 DPRIME_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "next_token" / "dprime_rps.pt"
@@ -341,9 +341,10 @@ def plot_all(out: Path, grid: dict[str, Any], rates: dict[str, Any], bounded: di
     return ["regret_vs_T.png", "tv_vs_T.png", "bounded_context.png"]
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> int:
     """Run every measurement, write claims.json / claims.md / plots."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="sim_benchmarks.studies.next_token.next_token_claims", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller T grid and fewer D episodes (~2 min)")

@@ -1,6 +1,6 @@
 """Where does the generic VLA think the described object is? First-frame grounding of its head.
 
-    python -m sim_benchmarks.vla_grounding --episodes 30 --seed 10000 --out runs/vla_grounding
+    python -m sim_benchmarks.studies.generic_vla.vla_grounding --episodes 30 --seed 10000 --out runs/vla_grounding
 
 An object-memory head (the shipped one) localises the described object on the first frame and remembers its table
 position; older heads have a training-only auxiliary output instead (the object's xy offset from the gripper).
@@ -14,7 +14,6 @@ without stepping the simulator. Wilson 95 % intervals on the target share.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 from collections import Counter
@@ -29,6 +28,7 @@ from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT
 from policies.vla.generic import GenericVLA
+from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.train_log import write_json_atomic
 
@@ -75,8 +75,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sim_benchmarks.vla_grounding", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="sim_benchmarks.studies.generic_vla.vla_grounding", description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--seed", type=int, default=10000)
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python -m sim_benchmarks.vla_grounding " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m sim_benchmarks.studies.generic_vla.vla_grounding " + shlex.join(
+        sys.argv[1:] if argv is None else argv)
     write_json_atomic(args.out / "vla_grounding.json", {"schema": "embodia.vla_grounding/1", "command": command,
                                                         "checkpoint": str(args.checkpoint),
                                                         "attributes": not args.no_attributes, "rows": rows})

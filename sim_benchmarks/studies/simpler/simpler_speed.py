@@ -1,6 +1,6 @@
 """Control steps per second of Personalized-SIMPLER on one core (physics substeps + one 224² render per step).
 
-    python -m sim_benchmarks.simpler_speed --steps 150 --repeats 3 --out results/simpler_speed.json
+    python -m sim_benchmarks.studies.simpler.simpler_speed --steps 150 --repeats 3 --out results/simpler_speed.json
 
 Runs the scripted expert on every personalized task in one process pinned to one CPU (where the OS allows) and
 reports the median over repeats of (a) step-only throughput and (b) throughput including resets (scene build,
@@ -9,7 +9,6 @@ spawning and reference images). Prints a table and writes JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -19,6 +18,7 @@ from pathlib import Path
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import PERSONALIZED_TASKS
 from policies.scripted_expert import ScriptedExpert
+from sim_benchmarks.cli import ArgumentParser, main_guard
 
 
 def measure(task: str, steps: int, image_size: int, privileged: bool, seed: int = 0) -> dict[str, float]:
@@ -45,9 +45,10 @@ def measure(task: str, steps: int, image_size: int, privileged: bool, seed: int 
     return {"steps_per_s": steps / step_time, "steps_per_s_with_resets": steps / total, "episodes": resets}
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """CLI entry point; returns the result dict."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+@main_guard
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: prints and (with --out) saves the figures."""
+    ap = ArgumentParser(prog="sim_benchmarks.studies.simpler.simpler_speed", description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=150, help="control steps per task and repeat")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--image-size", type=int, default=224)
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=2))
-    return out
+    return 0
 
 
 if __name__ == "__main__":

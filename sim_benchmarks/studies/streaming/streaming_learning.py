@@ -1,6 +1,7 @@
 """Streaming-RL learning benchmark: games × agents × seeds, IQM ± stratified-bootstrap 95 % CI, curves.
 
-    python -m sim_benchmarks.streaming_learning --suite minatar --agents stream_q,stream_ac,stream_spr \\
+    python -m sim_benchmarks.studies.streaming.streaming_learning --suite minatar \\
+        --agents stream_q,stream_ac,stream_spr \\
         --seeds 1,42,999 --steps 200000 --workers 2 --out runs/streaming_learning
 
 Every run is an ordinary ``launch.train`` run folder (``OUT/<env>/<agent>/seed<S>/``): a finished one is
@@ -13,7 +14,6 @@ Writes ``results.json``, ``leaderboard.md`` and ``curves.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -25,6 +25,7 @@ import numpy as np
 
 from envs.arcade import games, make_arcade_env
 from envs.errors import ConfigError
+from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.metrics import iqm, stratified_bootstrap_ci
 from sim_benchmarks.train_log import write_json_atomic
 
@@ -35,7 +36,7 @@ def run_dir(out: Path, env: str, agent: str, seed: int) -> Path:
 
 def _one_run(job: tuple[str, str, int, int, str, dict]) -> dict[str, Any]:
     env, agent, seed, steps, out, options = job
-    from sim_benchmarks.streaming_training import train
+    from sim_benchmarks.training.streaming import train
 
     d = run_dir(Path(out), env, agent, seed)
     summary_path = d / "summary.json"
@@ -139,8 +140,9 @@ def plot_curves(out: Path, envs: list[str], agents: list[str], seeds: list[int],
     plt.close(fig)
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="sim_benchmarks.streaming_learning", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="sim_benchmarks.studies.streaming.streaming_learning", description=__doc__.splitlines()[0])
     p.add_argument("--suite", default="minatar", choices=["minatar", "atari", "octax"])
     p.add_argument("--games", default="", help="comma list (default: all 5 MinAtar games / required otherwise)")
     p.add_argument("--agents", default="stream_q,stream_ac,stream_spr")
@@ -159,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         agents = [a for a in args.agents.split(",") if a]
         seeds = [int(s) for s in args.seeds.split(",") if s]
         from sim_benchmarks.options import parse_options
-        from sim_benchmarks.streaming_training import env_options
         from sim_benchmarks.suites.arcade import AGENTS
+        from sim_benchmarks.training.streaming import env_options
 
         bad = [a for a in agents if a not in AGENTS]
         if bad:

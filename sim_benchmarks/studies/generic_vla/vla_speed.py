@@ -1,6 +1,6 @@
 """Per-step inference time of the generic VLA on one CPU core (target ≤ 60 ms for a 224×224 camera image).
 
-    python -m sim_benchmarks.vla_speed --steps 50 --repeats 5 --out runs/vla_speed.json
+    python -m sim_benchmarks.studies.generic_vla.vla_speed --steps 50 --repeats 5 --out runs/vla_speed.json
 
 Times ``GenericVLA.act`` on 224×224 observations (resize + vision + FiLM head), for the shipped checkpoint and
 for heads of either backbone at other policy input sizes (random weights: the time does not depend on them):
@@ -10,7 +10,6 @@ Prints and saves medians over repeats; the machine is shared, so compare rows of
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -25,6 +24,7 @@ import torch
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, freeze, load_checkpoint
 from policies.vla.generic import GenericVLA
 from policies.vla.model import CNN_VISION, FiLMActionHead, HeadConfig, VisionSpec
+from sim_benchmarks.cli import ArgumentParser, main_guard
 
 
 def _random_bundle(input_size: int, state_dim: int = 6, backbone: str = "mobilenet_v2_imagenet",
@@ -59,8 +59,9 @@ def time_policy(policy: GenericVLA, steps: int, repeats: int, image_size: int = 
             "first_step_ms_median": statistics.median(first)}
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sim_benchmarks.vla_speed", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="sim_benchmarks.studies.generic_vla.vla_speed", description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--sizes", default="128,160,224", help="MobileNetV2 input sizes to time with random heads")
