@@ -84,12 +84,14 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
         if value is None or (isinstance(value, str) and value.lower() == "none" and type(None) in args):
             if type(None) in args:
                 return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:  # Optional[X]: X's own message ("must be an integer")
+            return coerce(name, value, inner[0])
+        for arg in inner:
             try:
                 return coerce(name, value, arg)
-            except ConfigError as exc:
-                errors.append(str(exc))
+            except ConfigError:
+                pass
         raise ConfigError(f"option {name} must be {type_name(tp)}, got {value!r}")
     if origin is Literal:
         choices = typing.get_args(tp)

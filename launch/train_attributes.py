@@ -125,7 +125,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if args.weight < 0:
         raise ConfigError(f"--weight must be >= 0, got {args.weight}")
     if args.attach is not None:
-        from policies.vla.checkpoint import read_manifest
+        from policies.vla.checkpoint_files import read_manifest
 
         read_manifest(args.attach)  # fail before the work, not after
     torch.set_num_threads(args.threads)

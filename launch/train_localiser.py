@@ -30,7 +30,8 @@ from envs.errors import ConfigError
 from envs.manipulation.tasks import GENERIC_TASKS
 from launch.cli import ArgumentParser, main_guard
 from launch.train_attributes import TEST_SEED_OFFSET, add_scene_arguments, check_scene_arguments, scenes
-from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, read_manifest
+from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from policies.vla.checkpoint_files import read_manifest
 from policies.vla.localiser import (
     LocaliserConfig,
     LocaliserTrainConfig,

@@ -35,10 +35,12 @@ from launch.cli import ArgumentParser, main_guard, require_positive
 from perception.text_encoder import load_text_encoder
 from policies.scripted_expert import DESCENTS
 from policies.vla.attributes import attach_attributes
-from policies.vla.checkpoint import load_checkpoint, read_manifest, save_checkpoint
-from policies.vla.generic import GenericVLA, encode_words, image_features
+from policies.vla.checkpoint import load_checkpoint, save_checkpoint
+from policies.vla.checkpoint_files import read_manifest
+from policies.vla.generic import GenericVLA, encode_words
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
 from policies.vla.training import DemoArrays, TrainConfig, epoch_steps, train_head
+from policies.vla.vision_input import image_features
 from sim_benchmarks.progress import progress_bar
 from sim_benchmarks.train_log import TrainLog, write_json_atomic
 

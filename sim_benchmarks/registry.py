@@ -76,7 +76,7 @@ class PolicySpec:
 class TrainerSpec:
     """A training family for ``launch.train``: env prefixes it handles, its agents, and its entry point.
 
-    ``run(env, agent, steps, seed, out_dir, resume, options)`` writes the DESIGN.md train contract
+    ``run(env, agent, steps, seed, out_dir, resume, options)`` writes the train contract (docs/architecture.md)
     (``metrics.jsonl`` + ``summary.json``) and returns the summary dict.
     """
 

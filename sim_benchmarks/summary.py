@@ -1,4 +1,4 @@
-"""Builds ``summary.json`` (schema ``embodia.summary/1``, see DESIGN.md) from the episode records."""
+"""Builds ``summary.json`` (schema ``embodia.summary/1``, see docs/architecture.md) from the episode records."""
 
 from __future__ import annotations
 

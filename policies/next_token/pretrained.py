@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from envs.paths import CHECKPOINTS
 from policies.next_token.transformer import (
     CausalTransformer,
     TrainConfig,
@@ -23,7 +24,7 @@ from policies.next_token.transformer import (
     train_next_token,
 )
 
-CHECKPOINT_DIR = Path(__file__).resolve().parents[2] / "checkpoints" / "next_token"
+CHECKPOINT_DIR = CHECKPOINTS / "next_token"
 DEFAULT_STEPS = 600
 DEFAULT_SEED = 0
 

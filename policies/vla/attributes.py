@@ -27,6 +27,7 @@ from torch.nn import functional as F
 
 from envs.errors import ConfigError
 from envs.manipulation.objects import CATEGORIES, COLOURS, PATTERNS
+from policies.vla.checkpoint_files import attach_part, load_part, save_part
 from policies.vla.conversions import resize_image
 
 VOCAB: tuple[str, ...] = (*COLOURS, *PATTERNS, *CATEGORIES)
@@ -228,15 +229,11 @@ def fit_shifted(net: nn.Module, items: int, tcfg: Any, rng: np.random.Generator,
 def save_attributes(net: AttributeNet, cfg: AttributeConfig, folder: str | Path,
                     training: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``attributes.pt`` into ``folder``; returns the manifest entry (file, sha256, config, training)."""
-    from policies.vla.checkpoint import save_part
-
     return save_part(net.state_dict(), folder, WEIGHTS_FILE, cfg.to_dict(), training)
 
 
 def load_attributes(folder: str | Path, entry: dict[str, Any]) -> AttributeGrounder:
     """The grounder a checkpoint manifest's ``attributes`` entry describes, sha256-verified and frozen."""
-    from policies.vla.checkpoint import load_part
-
     def build(config: dict[str, Any]) -> tuple[AttributeConfig, AttributeNet]:
         cfg = AttributeConfig.from_dict(config)
         return cfg, AttributeNet(cfg)
@@ -249,6 +246,4 @@ def attach_attributes(checkpoint: str | Path, source: str | Path) -> dict[str, A
     """Copy trained detectors into a head checkpoint folder and record them in its manifest. ``source`` is a
     folder written by ``launch.train_attributes`` or another head checkpoint that has them (a fine-tuned head keeps
     its parent's detectors). Returns the new manifest entry."""
-    from policies.vla.checkpoint import attach_part
-
     return attach_part(checkpoint, source, "attributes", "attribute detectors", load_attributes)

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 
 from envs.errors import ConfigError, choice_error
-from perception.mobilenet_v2 import spatial_features
 from perception.text_encoder import EMBED_DIM, load_text_encoder
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
-from policies.vla.conversions import ActionQueue, TemporalEnsembler, first_camera, resize_image
-from policies.vla.model import AUX_SCALE, BACKBONES, VisionSpec
+from policies.vla.conversions import ActionQueue, TemporalEnsembler, first_camera
+from policies.vla.model import AUX_SCALE
+from policies.vla.vision_input import image_features
 
 EXECUTION_MODES = ("first", "ensemble", "queue")
 _MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)
@@ -31,25 +31,6 @@ _MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)
 def drop_possessive(instruction: str) -> str:
     """The generic baseline's rewrite: "bring my cup" → "bring the cup" (the policy was trained on "the ...")."""
     return re.sub(r"\s+", " ", _MY.sub("the", instruction)).strip()
-
-
-def image_features(images: np.ndarray, vision: VisionSpec) -> torch.Tensor:
-    """The head's image input for uint8 images (H×W×3 or N×H×W×3), resized to the spec's input size.
-
-    Frozen MobileNetV2 spatial features (N×C×h×w float) for ``mobilenet_v2_imagenet``; the resized pixels
-    themselves (N×3×H×W uint8) for ``cnn``, whose stem is part of the trained head.
-    """
-    arr = np.asarray(images)
-    if arr.ndim == 3:
-        arr = arr[None]
-    size = vision.input_size
-    if arr.shape[1:3] != (size, size):
-        arr = np.stack([resize_image(a, size) for a in arr])
-    if vision.backbone == "cnn":
-        return torch.from_numpy(np.ascontiguousarray(arr.transpose(0, 3, 1, 2)))
-    if vision.backbone != "mobilenet_v2_imagenet":
-        raise choice_error("vision backbone", vision.backbone, BACKBONES)
-    return spatial_features(arr, size=None, blocks=vision.blocks)
 
 
 def encode_words(text_encoder: Any, instructions: list[str], max_words: int) -> np.ndarray:

@@ -28,8 +28,10 @@ from torch.nn import functional as F
 
 from envs.errors import ConfigError
 from policies.vla.attributes import STRIDE, config_from_dict, fit_shifted
+from policies.vla.checkpoint_files import attach_part, load_part, save_part
 from policies.vla.conversions import resize_image
 from policies.vla.model import expected_position, near_peak
+from policies.vla.vision_input import image_features
 
 WEIGHTS_FILE = "localiser.pt"
 MAP_FLOOR = -40.0  # log-probabilities below this carry no information; clamping keeps the inputs bounded
@@ -143,8 +145,6 @@ def localiser_inputs(bundle: Any, images: np.ndarray, head_images: np.ndarray, i
     inference: ``maps`` (N×2×G×G float16) and the head's own soft-argmax image position ``head_uv`` (N×2).
     ``images`` at the detectors' input size, ``head_images`` at the head's, ``bundle`` with attribute detectors;
     ``grid``: the localiser's output grid."""
-    from policies.vla.generic import image_features
-
     if bundle.grounder is None or not bundle.config.memory:
         raise ConfigError("the base localiser needs an object-memory head with attribute detectors")
     maps, head_uv = [], []
@@ -219,15 +219,11 @@ def predict_uv(net: LocaliserNet, cfg: LocaliserConfig, images: np.ndarray, maps
 def save_localiser(net: LocaliserNet, cfg: LocaliserConfig, folder: str | Path,
                    training: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``localiser.pt`` into ``folder``; returns the manifest entry (file, sha256, config, training)."""
-    from policies.vla.checkpoint import save_part
-
     return save_part(net.state_dict(), folder, WEIGHTS_FILE, cfg.to_dict(), training)
 
 
 def load_localiser(folder: str | Path, entry: dict[str, Any]) -> BaseLocaliser:
     """The localiser a checkpoint manifest's ``localiser`` entry describes, sha256-verified and frozen."""
-    from policies.vla.checkpoint import load_part
-
     def build(config: dict[str, Any]) -> tuple[LocaliserConfig, LocaliserNet]:
         cfg = LocaliserConfig.from_dict(config)
         return cfg, LocaliserNet(cfg)
@@ -239,6 +235,4 @@ def load_localiser(folder: str | Path, entry: dict[str, Any]) -> BaseLocaliser:
 def attach_localiser(checkpoint: str | Path, source: str | Path) -> dict[str, Any]:
     """Copy a trained localiser into a head checkpoint folder and record it in its manifest (``source``: the
     folder ``launch.train_localiser`` wrote, or a checkpoint that has one)."""
-    from policies.vla.checkpoint import attach_part
-
     return attach_part(checkpoint, source, "localiser", "base localiser", load_localiser)

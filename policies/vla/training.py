@@ -20,7 +20,8 @@ from torch.nn import functional as F
 
 from envs.errors import ConfigError
 from envs.manipulation.scene import project_to_image
-from policies.vla.checkpoint import HeadBundle, freeze
+from policies.vla.checkpoint import HeadBundle
+from policies.vla.checkpoint_files import freeze
 from policies.vla.model import AUX_SCALE, FiLMActionHead, HeadConfig, pixels_to_input
 
 

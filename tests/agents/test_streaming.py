@@ -15,7 +15,7 @@ from sim_benchmarks.training.streaming import build_config, train
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
-    # batch-1 updates with 2 threads on a shared 2-core box run up to 100x slower (ECOSYSTEM.md)
+    # batch-1 updates with 2 threads on a shared 2-core box run up to 100x slower
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -43,7 +43,7 @@ def test_cli_strings_are_converted():
     ({"rate": "x"}, "rate must be a number"),
     ({"flag": "yes"}, "flag must be true or false"),
     ({"mode": "medium"}, "valid: fast, slow"),
-    ({"limit": "many"}, "limit must be int | None"),
+    ({"limit": "many"}, "limit must be an integer"),
     ({"steps": 0}, "steps must be >= 1"),
     ({"stepz": 3}, "valid: steps, rate"),
 ])

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, freeze, load_checkpoint
+from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
+from policies.vla.checkpoint_files import freeze
 from policies.vla.generic import GenericVLA
 from policies.vla.model import CNN_VISION, FiLMActionHead, HeadConfig, VisionSpec
 from sim_benchmarks.cli import ArgumentParser, main_guard

@@ -1,4 +1,5 @@
-"""Measures the five claims of "Next-Token Prediction and Regret Minimization" (ANCHORS.md) on Embodia's games.
+"""Measures the five claims of "Next-Token Prediction and Regret Minimization" (Mohri et al., arXiv 2603.28499)
+on Embodia's games.
 
     python -m sim_benchmarks.studies.next_token.next_token_claims --out results/next_token [--quick] [--seeds 5]
 
@@ -26,6 +27,7 @@ from envs.games import (
     random_game,
     rock_paper_scissors,
 )
+from envs.paths import CHECKPOINTS
 from policies.next_token import (
     BestResponseAgent,
     HedgeAgent,
@@ -39,7 +41,7 @@ from policies.next_token import (
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.train_log import write_json_atomic
 
-DPRIME_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "next_token" / "dprime_rps.pt"
+DPRIME_CHECKPOINT = CHECKPOINTS / "next_token" / "dprime_rps.pt"
 
 AGENTS: dict[str, Callable[[], Any]] = {
     "hedge": HedgeAgent,
@@ -434,7 +436,7 @@ def render_table(s: dict[str, Any]) -> str:
     full = next(v for v in bd["variants"].values() if v["family"] == "full")
     every = all(v["far"] or v["exploited"] for v in win.values())
     lines = [
-        "| # | claim (ANCHORS.md) | measurement here | verdict |",
+        "| # | claim (the paper) | measurement here | verdict |",
         "| --- | --- | --- | --- |",
         f"| 0 | Hedge regret <= sqrt(T ln K / 2) | max over tasks x T x seeds of regret / bound = "
         f"{s['hedge_max_regret_over_bound']:.3f} | {'holds' if s['hedge_max_regret_over_bound'] <= 1 else 'FAILS'} |",

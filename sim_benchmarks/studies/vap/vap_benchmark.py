@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from envs.errors import ConfigError
+from envs.paths import CHECKPOINTS
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.metrics import wilson_ci
@@ -35,7 +36,7 @@ from sim_benchmarks.registry import PolicyContext
 from sim_benchmarks.train_log import write_json_atomic
 
 SUITE = "personalized_simpler"
-GENERIC_CHECKPOINT = Path("checkpoints/generic_vla")
+GENERIC_CHECKPOINT = CHECKPOINTS / "generic_vla"
 
 
 def _pct(k: int, n: int) -> str:

@@ -21,8 +21,10 @@ from policies.vla.attributes import (
     label_maps,
     train_attributes,
 )
-from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, parameter_digest
-from policies.vla.generic import GenericVLA, image_features
+from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from policies.vla.checkpoint_files import parameter_digest
+from policies.vla.generic import GenericVLA
+from policies.vla.vision_input import image_features
 
 
 def test_instruction_words_and_label_maps():

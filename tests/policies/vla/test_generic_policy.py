@@ -7,7 +7,8 @@ import torch
 from agents.episodic import run_episode
 from envs.errors import ConfigError
 from envs.manipulation.env import make_env
-from policies.vla.checkpoint import HeadBundle, freeze, load_checkpoint, parameter_digest, save_checkpoint
+from policies.vla.checkpoint import HeadBundle, load_checkpoint, save_checkpoint
+from policies.vla.checkpoint_files import freeze, parameter_digest
 from policies.vla.generic import GenericVLA, drop_possessive
 from policies.vla.model import FiLMActionHead, HeadConfig, VisionSpec
 

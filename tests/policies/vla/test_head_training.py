@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from envs.errors import ConfigError
-from policies.vla.checkpoint import load_checkpoint, parameter_digest, save_checkpoint, sha256_file
+from policies.vla.checkpoint import load_checkpoint, save_checkpoint
+from policies.vla.checkpoint_files import parameter_digest, sha256_file
 from policies.vla.model import FiLMActionHead, HeadConfig, VisionSpec, spatial_softmax
 from policies.vla.training import (
     DemoArrays,

@@ -10,7 +10,8 @@ import torch
 from envs.errors import ConfigError
 from envs.manipulation.env import make_env
 from launch.train_localiser import main as train_main
-from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint, parameter_digest
+from policies.vla.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+from policies.vla.checkpoint_files import parameter_digest
 from policies.vla.generic import GenericVLA
 from policies.vla.localiser import (
     LocaliserConfig,

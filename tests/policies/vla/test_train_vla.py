@@ -8,7 +8,8 @@ import torch
 
 from envs.manipulation.env import make_env
 from launch.train_vla import main, run
-from policies.vla.checkpoint import load_checkpoint, sha256_file
+from policies.vla.checkpoint import load_checkpoint
+from policies.vla.checkpoint_files import sha256_file
 from policies.vla.generic import GenericVLA
 
 
