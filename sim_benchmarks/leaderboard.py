@@ -50,8 +50,9 @@ def render_markdown(summaries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_png(summaries: list[dict[str, Any]], path: Path) -> Path:
-    """Grouped bar chart of per-task success with 95 % CI error bars."""
+def leaderboard_figure(summaries: list[dict[str, Any]]):
+    """Grouped bar chart of per-task success with 95 % CI error bars; bars in each group in the table's row order,
+    the legend outside the axes so it never hides a bar. Returns the matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -60,7 +61,7 @@ def render_png(summaries: list[dict[str, Any]], path: Path) -> Path:
 
     tasks, rows = _rows(summaries)
     cols = [*tasks, "overall"] if len(tasks) > 1 else tasks
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(cols) * max(1, len(rows)) / 2), 4.0), dpi=110)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(cols) * max(1, len(rows)) / 2) + 2.0, 4.0), dpi=110)
     width = 0.8 / max(1, len(rows))
     x = np.arange(len(cols))
     for i, (name, e) in enumerate(rows):
@@ -73,9 +74,17 @@ def render_png(summaries: list[dict[str, Any]], path: Path) -> Path:
     ax.set_xticks(x, cols, rotation=20, ha="right")
     ax.set_ylabel("success rate (%)")
     ax.set_ylim(0, 105)
-    ax.legend(fontsize=8, ncol=min(3, max(1, len(rows))))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, title="policy")
     ax.set_title("success rate with 95 % Wilson CI")
     fig.tight_layout()
+    return fig
+
+
+def render_png(summaries: list[dict[str, Any]], path: Path) -> Path:
+    """The leaderboard figure saved as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = leaderboard_figure(summaries)
     fig.savefig(path)
     plt.close(fig)
     return path
