@@ -61,7 +61,7 @@ def leaderboard_figure(summaries: list[dict[str, Any]]):
 
     tasks, rows = _rows(summaries)
     cols = [*tasks, "overall"] if len(tasks) > 1 else tasks
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(cols) * max(1, len(rows)) / 2) + 2.0, 4.0), dpi=110)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(cols) * max(1, len(rows))) + 2.0, 4.0), dpi=110)
     width = 0.8 / max(1, len(rows))
     x = np.arange(len(cols))
     for i, (name, e) in enumerate(rows):
