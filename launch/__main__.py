@@ -8,7 +8,7 @@ import sys
 
 import launch
 
-_NOT_COMMANDS = {"cli", "__main__", "files", "launch_file"}
+_NOT_COMMANDS = {"cli", "__main__", "files", "launch_file", "ros2_grammar"}
 
 
 def commands() -> list[str]:
