@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import operator
 import os
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import yaml
 
 from envs.errors import ConfigError
+from launch.ros2_grammar import GrammarError, Substitution, parse_template
 
 ATTRIBUTES = {
     "launch": set(),
@@ -45,7 +45,6 @@ class NodeAction:
     env: dict[str, str] = field(default_factory=dict)
 
 
-_SUB = re.compile(r"\$\((\w[\w-]*)\s*([^()]*(?:\([^()]*\)[^()]*)*)\)")
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Eq: operator.eq, ast.NotEq: operator.ne,
         ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
@@ -83,29 +82,39 @@ class _Scope:
         return _Scope(dict(self.variables), dict(self.env), file or self.file)
 
     def substitute(self, text: str) -> str:
-        def repl(m: re.Match) -> str:
-            kind, rest = m.group(1), m.group(2).strip()
-            if kind == "var":
-                if rest not in self.variables:
-                    raise ConfigError(f"{self.file}: $(var {rest}) is not defined; defined: "
-                                      f"{', '.join(sorted(self.variables)) or '(none)'}")
-                return self.variables[rest]
-            if kind == "env":
-                name, _, default = rest.partition(" ")
-                value = self.env.get(name, os.environ.get(name))
-                if value is None and not default:
-                    raise ConfigError(f"{self.file}: $(env {name}) is not set and has no default")
-                return value if value is not None else default
-            if kind == "dirname":
-                return str(self.file.parent)
-            if kind == "eval":
-                return str(_safe_eval(self.substitute(rest)))
-            raise ConfigError(f"{self.file}: unknown substitution $({kind}); valid: var, env, dirname, eval")
+        """Expand every substitution in ``text``, parsed with the ROS 2 grammar (inside-out, quoted arguments whole)."""
+        try:
+            parts = parse_template(text)
+        except GrammarError as exc:
+            raise ConfigError(f"{self.file}: {exc}") from None
+        return self._render(parts)
 
-        previous = None
-        while previous != text:  # nested substitutions resolve inside-out
-            previous, text = text, _SUB.sub(repl, text)
-        return text
+    def _render(self, parts: list[Any]) -> str:
+        out = []
+        for part in parts:
+            if isinstance(part, Substitution):
+                out.append(self._apply(part.name, [self._render(arg) for arg in part.args]))
+            else:
+                out.append(part[1:] if len(part) == 2 and part[0] == "\\" else part)  # an escaped character
+        return "".join(out)
+
+    def _apply(self, kind: str, args: list[str]) -> str:
+        if kind == "var":
+            if args[0] not in self.variables:
+                raise ConfigError(f"{self.file}: $(var {args[0]}) is not defined; defined: "
+                                  f"{', '.join(sorted(self.variables)) or '(none)'}")
+            return self.variables[args[0]]
+        if kind == "env":
+            value = self.env.get(args[0], os.environ.get(args[0]))
+            if value is None and len(args) < 2:
+                raise ConfigError(f"{self.file}: $(env {args[0]}) is not set and has no default")
+            return value if value is not None else args[1]
+        if kind == "dirname":
+            return str(self.file.resolve().parent)
+        if kind == "eval" and len(args) == 1:
+            return str(_safe_eval(args[0]))
+        raise ConfigError(f"{self.file}: substitution $({kind}{' ...' if args else ''}) is valid ROS 2 but not run "
+                          f"here; supported: var, env, dirname, eval (one argument)")
 
     def condition(self, attrs: dict[str, str]) -> bool:
         for key, want in (("if", True), ("unless", False)):

@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", help="launch file path")
     p.add_argument("overrides", nargs="*", help="launch arguments as name:=value")
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
-    args = p.parse_args(argv)
+    p.add_argument("--parallel", action="store_true",
+                   help="start every node at once, as ROS 2 does (default: one after another, in file order)")
+    args = p.parse_intermixed_args(argv)
     overrides = {}
     for item in args.overrides:
         name, sep, value = item.partition(":=")
@@ -26,15 +28,28 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"launch argument {item!r} must be written name:=value")
         overrides[name] = value
     nodes = load_launch_file(args.file, overrides)
+    commands = []
     for node in nodes:
         cmd = [sys.executable, "-m", node.module, *node.argv]
         print(f"[{node.name}] {' '.join(shlex.quote(c) for c in cmd[1:])}", flush=True)
-        if args.dry_run:
-            continue
-        rc = subprocess.call(cmd, env={**os.environ, **node.env})
-        if rc != 0:
-            print(f"error: node {node.name!r} exited with status {rc}", file=sys.stderr)
-            return rc
+        commands.append((node, cmd))
+    if args.dry_run:
+        return 0
+    if args.parallel:
+        running = [(node, subprocess.Popen(cmd, env={**os.environ, **node.env})) for node, cmd in commands]
+        failed = [(node, proc.wait()) for node, proc in running]
+        failed = [(node, rc) for node, rc in failed if rc != 0]
+    else:
+        failed = []
+        for node, cmd in commands:
+            rc = subprocess.call(cmd, env={**os.environ, **node.env})
+            if rc != 0:
+                failed = [(node, rc)]
+                break
+    for node, rc in failed:
+        print(f"error: node {node.name!r} exited with status {rc}", file=sys.stderr)
+    if failed:
+        return failed[0][1]
     return 0
 
 

@@ -22,7 +22,7 @@ def test_xml_args_lets_groups_conditions_and_substitutions(tmp_path, monkeypatch
 <launch>
   <arg name="episodes" default="3"/>
   <arg name="fast" default="true"/>
-  <let name="double" value="$(eval $(var episodes) * 2)"/>
+  <let name="double" value="$(eval '$(var episodes) * 2')"/>
   <set_env name="CI" value="true"/>
   <group if="$(var fast)">
     <let name="inner" value="x"/>
