@@ -1,4 +1,4 @@
-"""Learned-prompt baselines for personalization (issue 5): describe *my* object to the frozen generic VLA.
+"""Learned-prompt baselines for personalization: describe *my* object to the frozen generic VLA.
 
 * ``HardPrompt`` names the dominant colour of the reference images ("pick up my mug" → "pick up the blue mug").
 * ``SoftPrompt`` maps the reference images straight into the instruction-embedding space with a ridge regression
