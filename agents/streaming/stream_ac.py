@@ -39,6 +39,7 @@ class StreamACConfig:
     total_steps: int = 5_000_000  # unused by AC itself; kept so every learner accepts the run length
     adaptive: bool = False
     backend: str = "torch"  # "numba": the compiled networks for actor and critic (see StreamQConfig)
+    network: str = ""  # network preset for actor and critic (see StreamQConfig)
 
 
 class _FlatNet:
@@ -46,7 +47,7 @@ class _FlatNet:
 
     def __init__(self, suite: str, obs_shape: tuple[int, ...], n_out: int, cfg: StreamACConfig, kappa: float,
                  gen: torch.Generator) -> None:
-        self.net = StreamNetwork(suite, obs_shape, n_out, cfg.sparsity, gen)
+        self.net = StreamNetwork(suite, obs_shape, n_out, cfg.sparsity, gen, preset=cfg.network)
         self.flat = flatten_parameters_(self.net)
         self.grad = torch.zeros_like(self.flat)
         self.views = param_views(self.grad, self.net)

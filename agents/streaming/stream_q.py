@@ -44,6 +44,9 @@ class StreamQConfig:
     # (im2col_net); same maths, float32-rounding-level differences from the torch path, so a run is
     # reproducible within one backend
     backend: str = "torch"
+    # network preset (policies.streaming.networks.PRESETS): "" = the suite's default, "stream_x" = the Stream-x
+    # reference network, "nature" = the DQN encoder on Atari
+    network: str = ""
 
 
 class StreamQ:
@@ -54,7 +57,7 @@ class StreamQ:
         self.config = cfg = config or StreamQConfig()
         self.suite, self.obs_shape, self.n_actions = suite, tuple(obs_shape), int(n_actions)
         gen, self.rng = make_rngs(seed)
-        self.q = StreamNetwork(suite, self.obs_shape, self.n_actions, cfg.sparsity, gen)
+        self.q = StreamNetwork(suite, self.obs_shape, self.n_actions, cfg.sparsity, gen, preset=cfg.network)
         self.flat = flatten_parameters_(self.q)  # every weight is a view into this one vector
         self.grad = torch.zeros_like(self.flat)
         self.grad_views = param_views(self.grad, self.q)

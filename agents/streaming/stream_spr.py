@@ -20,7 +20,7 @@ from torch import nn
 
 from agents.streaming.stream_q import StreamQ, StreamQConfig
 from envs.errors import choice_error
-from policies.streaming.networks import HIDDEN, flatten_parameters_, init_module_, mkldnn_enabled
+from policies.streaming.networks import flatten_parameters_, init_module_, mkldnn_enabled
 from policies.streaming.numba_spr import NumbaSPRLoss
 from policies.streaming.spr import (
     Projection,
@@ -63,7 +63,7 @@ class StreamSPR(StreamQ):
         self.config: StreamSPRConfig = cfg
         gen = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, 0x5B8]).generate_state(1)[0]))
         latent = self.q.encoder.latent_shape
-        dim = cfg.proj_dim or HIDDEN[suite]
+        dim = cfg.proj_dim or self.q.hidden
         self.transition = TransitionModel(latent, self.n_actions)
         self.projection = Projection(latent, dim)
         self.predictor = make_predictor(dim)

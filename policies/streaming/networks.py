@@ -76,21 +76,35 @@ class Encoder(nn.Module):
         return self.net(x)
 
 
-# (out_channels, kernel, stride) per conv. Octax screens are 32×64: the Atari 8×8/stride-4 stack would leave
-# a zero-height latent there, so its encoder uses 4×4/stride-2 kernels (latent 64×4×12).
-ENCODER_CONVS = {
-    "minatar": [(16, 3, 1)],
-    "atari": [(32, 8, 4), (64, 4, 2), (64, 3, 1)],
-    "octax": [(32, 4, 2), (64, 4, 2), (64, 3, 1)],
+# Network presets per suite: (out_channels, kernel, stride) per conv, then the FC width.
+# - stream_x: the Stream-x reference networks (MinAtar conv 16@3x3/1 -> FC 128, 132,179 parameters on Breakout;
+#   Atari conv 32@8x8/5 -> 64@4x4/3 -> 64@3x3/2 -> FC 256, 144,804 parameters on Breakout's 4 actions).
+# - nature: the DQN "Nature" encoder (8x8/4, 4x4/2, 3x3/1) -> FC 256 on Atari (882,084 parameters on Breakout).
+# - octax: Octax screens are 32x64, where an 8x8/stride-4 stack leaves a zero-height latent, so 4x4/stride-2
+#   kernels (latent 64x4x12).
+PRESETS: dict[str, dict[str, tuple[tuple[tuple[int, int, int], ...], int]]] = {
+    "minatar": {"stream_x": (((16, 3, 1),), 128)},
+    "atari": {"nature": (((32, 8, 4), (64, 4, 2), (64, 3, 1)), 256),
+              "stream_x": (((32, 8, 5), (64, 4, 3), (64, 3, 2)), 256)},
+    "octax": {"octax": (((32, 4, 2), (64, 4, 2), (64, 3, 1)), 256)},
 }
-HIDDEN = {"minatar": 128, "atari": 256, "octax": 256}
+DEFAULT_PRESET = {"minatar": "stream_x", "atari": "nature", "octax": "octax"}
 
 
-def make_encoder(suite: str, obs_shape: tuple[int, int, int]) -> Encoder:
-    """The streaming encoder for ``suite`` (``minatar``, ``atari`` or ``octax``)."""
-    if suite not in ENCODER_CONVS:
-        raise choice_error("network suite", suite, list(ENCODER_CONVS))
-    return Encoder(tuple(obs_shape), ENCODER_CONVS[suite])
+def preset_layers(suite: str, preset: str = "") -> tuple[tuple[tuple[int, int, int], ...], int]:
+    """(convs, FC width) of ``preset`` on ``suite``; an empty preset is the suite's default."""
+    if suite not in PRESETS:
+        raise choice_error("network suite", suite, list(PRESETS))
+    name = preset or DEFAULT_PRESET[suite]
+    if name not in PRESETS[suite]:
+        raise choice_error(f"network preset for {suite}", name, list(PRESETS[suite]))
+    return PRESETS[suite][name]
+
+
+def make_encoder(suite: str, obs_shape: tuple[int, int, int], preset: str = "") -> Encoder:
+    """The streaming encoder for ``suite`` (``minatar``, ``atari`` or ``octax``) and network ``preset``."""
+    convs, _ = preset_layers(suite, preset)
+    return Encoder(tuple(obs_shape), list(convs))
 
 
 class Head(nn.Module):
@@ -108,10 +122,11 @@ class StreamNetwork(nn.Module):
     """Encoder + head: Q-values (n_out = actions), policy logits, or a state value (n_out = 1)."""
 
     def __init__(self, suite: str, obs_shape: tuple[int, int, int], n_out: int, sparsity: float = 0.9,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None, preset: str = "") -> None:
         super().__init__()
-        self.encoder = make_encoder(suite, obs_shape)
-        self.head = Head(math.prod(self.encoder.latent_shape), HIDDEN[suite], n_out)
+        self.encoder = make_encoder(suite, obs_shape, preset)
+        self.hidden = preset_layers(suite, preset)[1]
+        self.head = Head(math.prod(self.encoder.latent_shape), self.hidden, n_out)
         init_module_(self, sparsity, generator if generator is not None else torch.Generator().manual_seed(0))
         # oneDNN forward convs cost ~7x more than ATen's native kernel on MinAtar's 10×10 boards but win on the
         # Atari screen; backward passes use the native kernels everywhere (see fused_backward).

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from policies.streaming.networks import (
-    ENCODER_CONVS,
+    PRESETS,
     Encoder,
     ForwardCache,
     LayerNormNoAffine,
@@ -41,6 +41,31 @@ def test_network_init_is_seeded_sparse_and_biases_zero():
             assert (pa == 0).float().mean() == pytest.approx(0.9, abs=0.015)  # round(0.9·fan_in) per unit
 
 
+@pytest.mark.parametrize("suite, shape, n_out, preset, params", [
+    ("minatar", (4, 10, 10), 3, "stream_x", 132_179),  # Stream-x's MinAtar network on Breakout
+    ("minatar", (4, 10, 10), 3, "", 132_179),  # the default is the same network
+    ("atari", (4, 84, 84), 4, "stream_x", 144_804),  # Stream-x's Atari network on Breakout
+    ("atari", (4, 84, 84), 4, "nature", 882_084),  # the DQN Nature encoder + FC 256
+    ("atari", (4, 84, 84), 4, "", 882_084),
+])
+def test_presets_have_the_published_parameter_counts(suite, shape, n_out, preset, params):
+    net = StreamNetwork(suite, shape, n_out, preset=preset)
+    assert sum(p.numel() for p in net.parameters()) == params
+    if preset == "stream_x" and suite == "atari":
+        assert [(m.out_channels, m.kernel_size, m.stride) for m in net.encoder.net if isinstance(m, torch.nn.Conv2d)] \
+            == [(32, (8, 8), (5, 5)), (64, (4, 4), (3, 3)), (64, (3, 3), (2, 2))]
+        assert net.encoder.latent_shape == (64, 2, 2) and net.hidden == 256
+
+
+def test_unknown_or_unfitting_presets_are_refused():
+    from envs.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="valid: octax"):
+        StreamNetwork("octax", (4, 32, 64), 3, preset="stream_x")
+    with pytest.raises(ConfigError, match="valid: nature, stream_x"):
+        StreamNetwork("atari", (4, 84, 84), 3, preset="resnet")
+
+
 def test_layernorm_has_no_parameters_and_normalises_all_dims():
     ln = LayerNormNoAffine()
     x = torch.randn(2, 16, 8, 8) * 5 + 3
@@ -56,7 +81,7 @@ def test_encoder_latents_are_non_empty_per_suite():
     assert StreamNetwork("octax", (4, 32, 64), 3).encoder.latent_shape == (64, 4, 12)
     # the Atari kernels on a 32×64 Octax screen would leave nothing: that is refused, not silently empty
     with pytest.raises(ValueError, match="empty latent"):
-        Encoder((4, 32, 64), ENCODER_CONVS["atari"])
+        Encoder((4, 32, 64), list(PRESETS["atari"]["nature"][0]))
 
 
 def test_minatar_conv_is_a_real_2d_convolution():

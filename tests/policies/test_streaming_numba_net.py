@@ -19,9 +19,10 @@ from policies.streaming.numba_net import NumbaNetwork
 from policies.streaming.obgd import ObGD
 
 
-def _net(channels: int, n_out: int, seed: int, suite: str = "minatar", shape: tuple | None = None
+def _net(channels: int, n_out: int, seed: int, suite: str = "minatar", shape: tuple | None = None, preset: str = ""
          ) -> tuple[StreamNetwork, torch.Tensor]:
-    net = StreamNetwork(suite, shape or (channels, 10, 10), n_out, generator=torch.Generator().manual_seed(seed))
+    net = StreamNetwork(suite, shape or (channels, 10, 10), n_out, generator=torch.Generator().manual_seed(seed),
+                        preset=preset)
     flat = flatten_parameters_(net)
     with torch.no_grad():  # move off the sparse init so every weight and activation sign matters
         flat.add_(0.05 * torch.randn(flat.shape, generator=torch.Generator().manual_seed(seed + 1)))
@@ -29,14 +30,14 @@ def _net(channels: int, n_out: int, seed: int, suite: str = "minatar", shape: tu
 
 
 # every MinAtar game's shape for the compiled MinAtar network; Atari (4 and 18 actions) and Octax for im2col_net
-CASES = [(NumbaNetwork, "minatar", (c, 10, 10), n) for c, n in [(4, 3), (7, 3), (10, 18), (6, 4)]] + [
-    (Im2colNetwork, "atari", (4, 84, 84), 4), (Im2colNetwork, "atari", (4, 84, 84), 18),
-    (Im2colNetwork, "octax", (4, 32, 64), 5)]
+CASES = [(NumbaNetwork, "minatar", (c, 10, 10), n, "") for c, n in [(4, 3), (7, 3), (10, 18), (6, 4)]] + [
+    (Im2colNetwork, "atari", (4, 84, 84), 4, ""), (Im2colNetwork, "atari", (4, 84, 84), 18, ""),
+    (Im2colNetwork, "atari", (4, 84, 84), 4, "stream_x"), (Im2colNetwork, "octax", (4, 32, 64), 5, "")]
 
 
-@pytest.mark.parametrize("cls, suite, shape, n_out", CASES)
-def test_forward_and_gradient_match_the_torch_path(cls, suite, shape, n_out):
-    net, flat = _net(shape[0], n_out, seed=shape[0] + n_out, suite=suite, shape=shape)
+@pytest.mark.parametrize("cls, suite, shape, n_out, preset", CASES)
+def test_forward_and_gradient_match_the_torch_path(cls, suite, shape, n_out, preset):
+    net, flat = _net(shape[0], n_out, seed=shape[0] + n_out, suite=suite, shape=shape, preset=preset)
     x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(0))
     x[0, 0, :3] = 0.0  # board cells that are empty
     cache = ForwardCache()
