@@ -159,7 +159,7 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
     few.reset(obs["instruction"], info)
     few.act(obs)
     assert few.episode_info()["candidates"] <= 2
-    for bad in (0, "3", True):
+    for bad in (0, "three", True):
         with pytest.raises(ConfigError, match="vap_candidates must be an integer >= 1"):
             registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
@@ -168,7 +168,7 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
         "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
                                                                    "vap_hue_margin": 60}))
     assert margin.prompter.hue_margin == 60.0
-    for bad in (-1, 181, "60", True):
+    for bad in (-1, 181, "sixty", True):
         with pytest.raises(ConfigError, match="vap_hue_margin must be a number of degrees"):
             registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",

@@ -173,12 +173,12 @@ def test_train_extended_split_draws_extra_designs_for_generic_tasks():
     ({"personal_texture": "/nonexistent/x.png", "personal_category": "mug"}, "cannot read personal_texture"),
     ({"personal_texture": "x.png"}, "needs personal_category"),
     ({"max_steps": 500}, "max_steps"),
-    ({"colour": "red"}, "unknown option 'colour'"),
+    ({"colour": "red"}, "unknown option for personalized_simpler env 'colour'; valid: image_size"),
     ({"image_size": "abc"}, "image_size must be an integer, got 'abc'"),
     ({"max_steps": 40.5}, "max_steps must be an integer"),
     ({"num_distractors": True}, "num_distractors must be an integer"),
-    ({"privileged": 1}, "privileged must be a bool"),
-    ({"split": 3}, "split must be a str"),
+    ({"privileged": 1}, "privileged must be true or false"),
+    ({"split": 3}, "unknown split '3'"),
 ])
 def test_bad_configuration_is_a_one_line_config_error(options, message):
     with pytest.raises(ConfigError, match=message) as err:
