@@ -64,7 +64,7 @@ def _baseline_objective(name: str) -> Callable[[torch.Tensor, torch.Tensor], tor
     }[name]
 
 
-def _unlearn(model: nn.Module, method: str, retain: tuple, forget: tuple, max_steps: int,
+def _unlearn(model: nn.Module, method: str, retain: tuple, forget: tuple, held_out: tuple, max_steps: int,
              use_stop_rule: bool) -> dict:
     """Run one unlearning method until forget accuracy ≤ target, the stop rule fires, or ``max_steps``."""
     (xr, yr), (xf, yf) = retain, forget
@@ -88,7 +88,7 @@ def _unlearn(model: nn.Module, method: str, retain: tuple, forget: tuple, max_st
                 for p, g in zip(params, grads, strict=True):
                     p.sub_(BASELINE_LR * g)
     return {"steps": step, "stopped_at": stopped_at, "forget_acc": _accuracy(model, xf, yf),
-            "retain_acc": _accuracy(model, xr, yr)}
+            "retain_acc": _accuracy(model, xr, yr), "held_out_acc": _accuracy(model, *held_out)}
 
 
 def run_seed(seed: int, quick: bool) -> dict:
@@ -106,11 +106,15 @@ def run_seed(seed: int, quick: bool) -> dict:
     for set_name, mask in (("easy", easy), ("hard", hard)):
         m = torch.from_numpy(mask)
         retain, forget = (data.x_train[~m], data.y_train[~m]), (data.x_train[m], data.y_train[m])
-        retain_before = _accuracy(base, *retain)
+        # Held-out check: test images the forget set does not speak for (other classes for the easy set).
+        keep = data.y_test != seed % 10 if set_name == "easy" else torch.ones_like(data.y_test, dtype=torch.bool)
+        held_out = (data.x_test[keep], data.y_test[keep])
+        retain_before, held_before = _accuracy(base, *retain), _accuracy(base, *held_out)
         methods = ("hamu", "grad_ascent", "graddiff", "neggrad_plus") if set_name == "easy" else ("hamu",)
         for method in methods:
-            r = _unlearn(copy.deepcopy(base), method, retain, forget, max_steps, use_stop_rule=True)
+            r = _unlearn(copy.deepcopy(base), method, retain, forget, held_out, max_steps, use_stop_rule=True)
             r["retain_drop_pts"] = 100.0 * (retain_before - r["retain_acc"])
+            r["held_out_drop_pts"] = 100.0 * (held_before - r["held_out_acc"])
             r["reached_target"] = r["forget_acc"] <= FORGET_TARGET
             out[f"{set_name}/{method}"] = r
     return out
@@ -132,10 +136,12 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     checks: dict = {"stop_rule_fires_hard": f"{fires_hard}/{len(seeds)}",
                     "stop_rule_fires_easy": f"{fires_easy}/{len(seeds)}", "all_reached_forget_target": reached}
     for method in ("hamu", "grad_ascent", "graddiff", "neggrad_plus"):
-        m, a, b = mean_ci([r[f"easy/{method}"]["retain_drop_pts"] for r in per_seed])
-        checks[f"easy_retain_drop_pts/{method}"] = {"mean": m, "ci95": [a, b]}
-    m, a, b = mean_ci([r["hard/hamu"]["retain_drop_pts"] for r in per_seed])
-    checks["hard_retain_drop_at_stop_pts/hamu"] = {"mean": m, "ci95": [a, b]}
+        for key in ("retain_drop_pts", "held_out_drop_pts", "forget_acc", "steps"):
+            m, a, b = mean_ci([r[f"easy/{method}"][key] for r in per_seed])
+            checks[f"easy_{key}/{method}"] = {"mean": m, "ci95": [a, b]}
+    for key in ("retain_drop_pts", "forget_acc"):
+        m, a, b = mean_ci([r["hard/hamu"][key] for r in per_seed])
+        checks[f"hard_{key}_at_stop/hamu"] = {"mean": m, "ci95": [a, b]}
     verdict = ("reproduced" if passed else "not reproduced") + (
         f": easy-set retain drop HAMU {np.mean(hamu):.2f} vs GradDiff {np.mean(graddiff):.2f} points "
         f"(HAMU − 0.5·GradDiff = {value:.2f} [{lo:.2f}, {hi:.2f}]); stop rule fired on hard {fires_hard}/{len(seeds)}, "
