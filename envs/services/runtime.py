@@ -99,6 +99,8 @@ class ServiceRuntime:
         self._rng = np.random.default_rng(self.faults.seed)
         self.conn = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False, timeout=30)
         self.conn.execute("PRAGMA busy_timeout=30000")
+        # WAL + NORMAL survives a killed process (the crash model here); only a power loss could drop a commit.
+        self.conn.execute("PRAGMA synchronous=NORMAL")
         self.calls = 0
 
     def close(self) -> None:
