@@ -21,7 +21,7 @@ CREATE TABLE shipments (id INTEGER PRIMARY KEY AUTOINCREMENT, order_id INTEGER, 
 
 
 def seed(conn: sqlite3.Connection, rng: np.random.Generator) -> None:
-    """15 products per category (some out of stock) and 60 paid orders waiting to ship."""
+    """15 products per category (some out of stock) and 90 orders (two thirds paid, waiting to ship)."""
     skus = []
     for cat in CATEGORIES:
         for k in range(15):
@@ -30,7 +30,7 @@ def seed(conn: sqlite3.Connection, rng: np.random.Generator) -> None:
             stock = int(rng.choice([0, 1, 3, 10, 50], p=[0.15, 0.1, 0.15, 0.3, 0.3]))
             conn.execute("INSERT INTO products VALUES (?,?,?,?,?)",
                          (sku, cat, int(rng.integers(3, 120)), stock, int(rng.integers(1, 30))))
-    for i in range(60):
+    for i in range(90):
         cur = conn.execute("INSERT INTO orders (customer, status) VALUES (?, ?)",
                            (f"c{i:03d}", "paid" if i % 3 else "open"))
         for _ in range(int(rng.integers(1, 4))):

@@ -41,21 +41,41 @@ def tool_specs(service: str) -> dict[str, ToolSpec]:
     return {t.name: t for t in service_module(service).TOOLS}
 
 
+def seed_connection(conn: sqlite3.Connection, service: str, seed: int) -> None:
+    """Create ``service``'s tables (and the journal) on an empty connection and fill them from ``seed``."""
+    module = service_module(service)
+    conn.executescript(module.SCHEMA + journal.SCHEMA)
+    module.seed(conn, np.random.default_rng(seed))
+    conn.commit()
+
+
 def create_database(path: str | Path, service: str, seed: int) -> Path:
     """Write a fresh seeded database for ``service`` at ``path`` (replacing any file there)."""
     path = Path(path)
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(str(path) + suffix).unlink(missing_ok=True)
-    module = service_module(service)
     conn = sqlite3.connect(path)
     try:
-        conn.executescript(module.SCHEMA + journal.SCHEMA)
-        module.seed(conn, np.random.default_rng(seed))
-        conn.commit()
+        seed_connection(conn, service, seed)
         conn.execute("PRAGMA journal_mode=WAL")
     finally:
         conn.close()
     return path
+
+
+def reset_database(path: str | Path, service: str, seed: int) -> None:
+    """Reseed an existing database in place (a server may hold it open): every row, journal included, replaced."""
+    module = service_module(service)
+    conn = sqlite3.connect(str(path), timeout=30)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for t in tables:
+            conn.execute(f"DELETE FROM {t}")  # includes sqlite_sequence, so AUTOINCREMENT ids restart
+        module.seed(conn, np.random.default_rng(seed))
+        conn.commit()
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class CheckReport:
     call_bound: int
     write_bound: int
     sites: dict[str, int]
+    nominal_calls: int  # calls when no retry fires: loops at their bound, the larger branch of each conditional
 
 
 def _schema_of(value: Any) -> dict[str, Any] | None:
@@ -91,6 +92,22 @@ class _Checker:
         self.tools = tools
         self.sites: dict[str, int] = {e: 0 for e in EFFECTS}
         self.writes = 0
+
+    def nominal(self, s: Stmt) -> int:
+        """Calls of ``s`` when every retry succeeds at once (the profile policy's estimate)."""
+        if isinstance(s, Call):
+            return 1
+        if isinstance(s, Seq | Parallel):
+            return sum(self.nominal(b) for b in (s.body if isinstance(s, Seq) else s.branches))
+        if isinstance(s, If):
+            return max(self.nominal(s.then), self.nominal(s.orelse) if s.orelse is not None else 0)
+        if isinstance(s, For):
+            return s.max_iter * self.nominal(s.body)
+        if isinstance(s, Retry):
+            return self.nominal(s.body)
+        if isinstance(s, Try):
+            return self.nominal(s.body)
+        return 0
 
     # types are JSON schemas (None: unknown)
     def expr(self, e: Expr, env: dict[str, Any], where: str) -> dict[str, Any] | None:
@@ -266,4 +283,5 @@ def check(program: Program, tools: Mapping[str, Mapping[str, Any]], service: str
     calls, writes = checker.stmt(program.body, {}, (), "body")
     if calls > MAX_CALLS:
         raise ProgramError(f"program may make {calls} calls, more than the limit {MAX_CALLS}")
-    return CheckReport(call_bound=calls, write_bound=writes, sites=checker.sites)
+    return CheckReport(call_bound=calls, write_bound=writes, sites=checker.sites,
+                       nominal_calls=checker.nominal(program.body))
