@@ -57,7 +57,8 @@ def book_flight(conn: sqlite3.Connection, a: dict[str, Any]) -> dict[str, Any]:
     if flight["seats"] < 1:
         raise ServiceError("conflict", f"flight {flight['id']} is sold out")
     conn.execute("UPDATE flights SET seats = seats - 1 WHERE id=?", (flight["id"],))
-    cur = conn.execute("INSERT INTO bookings (kind, item_id, traveller, nights, status) VALUES ('flight',?,?,0,'active')",
+    cur = conn.execute("INSERT INTO bookings (kind, item_id, traveller, nights, status) "
+                       "VALUES ('flight',?,?,0,'active')",
                        (flight["id"], a["traveller"]))
     return {"booking_id": int(cur.lastrowid or 0), "price": flight["price"]}
 
@@ -73,7 +74,8 @@ def book_hotel(conn: sqlite3.Connection, a: dict[str, Any]) -> dict[str, Any]:
     if hotel["rooms"] < 1:
         raise ServiceError("conflict", f"hotel {hotel['id']} is full")
     conn.execute("UPDATE hotels SET rooms = rooms - 1 WHERE id=?", (hotel["id"],))
-    cur = conn.execute("INSERT INTO bookings (kind, item_id, traveller, nights, status) VALUES ('hotel',?,?,?,'active')",
+    cur = conn.execute("INSERT INTO bookings (kind, item_id, traveller, nights, status) "
+                       "VALUES ('hotel',?,?,?,'active')",
                        (hotel["id"], a["traveller"], a["nights"]))
     return {"booking_id": int(cur.lastrowid or 0), "total": hotel["price"] * a["nights"]}
 
