@@ -17,6 +17,7 @@ from typing import Any
 from envs.services.runtime import ServiceRuntime
 from envs.services.tools import ServiceError
 from policies.toolpro import compiler as op
+from policies.toolpro import runlog
 from policies.toolpro.checker import check
 from policies.toolpro.compiler import compile_program
 from policies.toolpro.interpreter import binop, render, truthy
@@ -66,14 +67,28 @@ class ProgramHost:
         tool, args, key = self._get(tool_h), self._get(args_h), self._get(key_h)
         if not isinstance(tool, str) or not isinstance(args, dict):
             raise HostLimit("call needs a tool name and an argument object")
+        seq = self.calls
         self.calls += 1
         t0 = time.perf_counter()
+        try:
+            logged = runlog.lookup(self.runtime.conn, self.run_id, seq, tool, args)
+        except runlog.ReplayDiverged as exc:
+            raise HostLimit(str(exc)) from None
+        if logged is not None:  # answered from the run log: the re-run takes the crashed run's path
+            self.replayed += 1
+            self.trace.append({"tool": tool, "replayed": True, "ms": 1000 * (time.perf_counter() - t0)})
+            if "error" in logged:
+                self.last_error = tuple(logged["error"])  # type: ignore[assignment]
+                return -1
+            return self._push(logged["result"])
         try:
             result, replayed = self.runtime.call(tool, args, None if key is None else f"{self.run_id}:{render(key)}")
         except ServiceError as exc:
             self.last_error = (exc.kind, exc.message)
+            runlog.record(self.runtime.conn, self.run_id, seq, tool, args, {"error": [exc.kind, exc.message]})
             self.trace.append({"tool": tool, "error": exc.kind, "ms": 1000 * (time.perf_counter() - t0)})
             return -1
+        runlog.record(self.runtime.conn, self.run_id, seq, tool, args, {"result": result})
         self.replayed += int(replayed)
         self.trace.append({"tool": tool, "replayed": replayed, "ms": 1000 * (time.perf_counter() - t0)})
         return self._push(result)
@@ -149,6 +164,7 @@ class ProgramExecutor:
         self.limits = limits or ExecutorLimits()
         self.sandbox = Sandbox(self.limits.sandbox)
         self.declarations = {name: spec.public() for name, spec in runtime.tools.items()}
+        runlog.ensure(runtime.conn)
 
     def _host(self, host: ProgramHost) -> dict[str, dict[str, tuple[int, Any]]]:
         return {"toolpro": {"call": (4, host.call), "value": (4, host.value)}}
