@@ -101,6 +101,8 @@ class Sandbox:
             timer.start()
             code = instance.exports(store)["run"](store)
             status, reason = ("ok", "") if code == 0 else ("failed", f"run returned {code}")
+        except HostLimit as exc:  # wasmtime re-raises a host function's exception after unwinding the guest
+            status, reason = "trapped", f"host limit: {exc}"
         except wasmtime.Trap as trap:
             status, reason = "trapped", stopped[0] if stopped else _trap_reason(trap)
         except wasmtime.WasmtimeError as exc:
