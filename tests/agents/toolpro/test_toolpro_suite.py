@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from launch.eval import main as eval_main
 
 ROOT = Path(__file__).resolve().parents[3]
