@@ -1,0 +1,1 @@
+"""ToolPro agents over MCP services: the LangGraph program agent and the ReAct-style stepwise baseline."""

@@ -1,0 +1,167 @@
+"""The ToolPro agent as a LangGraph: plan → construct → choose → execute → observe → answer.
+
+- plan: read the task's intent (template and parameters) from the observation.
+- construct: build the program with the deterministic planner and check it against the tool declarations the
+  service advertises over MCP (effects and schemas come from the server, not from local code).
+- choose: the profile-driven policy predicts both modes' latency (``mode="auto"``), or a mode is forced.
+- execute: ``program`` sends the whole program in one ``run_program`` call (resent with the same run id after a
+  lost server: completed writes replay from the journal); ``stepwise`` runs the ReAct baseline. A program the site
+  rejects or stops falls back to stepwise with the same idempotency keys, so nothing is applied twice.
+- observe: update the cost profile and the episode metrics; answer: the final action for the env.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from agents.toolpro import connection
+from agents.toolpro.react import run_stepwise
+from envs.services.tools import ServiceError
+from envs.services.workflows import get_task
+from policies.toolpro.checker import CheckReport, check
+from policies.toolpro.planner import plan
+from policies.toolpro.program import Program, ProgramError, parse_program
+
+Mode = Literal["auto", "program", "stepwise"]
+
+
+class AgentState(TypedDict, total=False):
+    obs: dict[str, Any]
+    task: Any
+    program: Program
+    report: CheckReport
+    mode: str
+    predicted: dict[str, float]
+    outcome: dict[str, Any]
+    exec_s: float
+    answer: dict[str, Any]
+
+
+def declarations(client_tools: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Tool declarations as the checker wants them, from the server's MCP tool list."""
+    return {name: {"effect": t["effect"], "input_schema": t["input_schema"], "output_schema": t.get("output_schema")}
+            for name, t in client_tools.items() if t.get("effect") in ("pure", "read", "write", "idempotent_write")}
+
+
+def profile_site(deployment: dict[str, Any], probes: int = 3) -> None:
+    """Calibrate the site's cost profile once: ping round trips and the fixed cost of an empty program."""
+    s = connection.site(deployment)
+    if s.profiled:
+        return
+    pings, empties = [], []
+    empty = {"service": deployment["service"], "body": {"return": {"lit": 0}}}
+    for i in range(probes):
+        t0 = time.perf_counter()
+        connection.call(deployment, "ping", {})
+        pings.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        connection.call(deployment, "run_program", {"program": empty, "run_id": f"probe-{i}"})
+        empties.append(time.perf_counter() - t0)
+    s.profile.calibrate(pings, empties)
+    s.profiled = True
+
+
+def build_agent(mode: Mode = "auto"):
+    """The compiled LangGraph of the ToolPro agent."""
+
+    def plan_node(state: AgentState) -> AgentState:
+        return {"task": get_task(state["obs"]["task"])}
+
+    def construct(state: AgentState) -> AgentState:
+        client = connection.site(state["obs"]).client
+        program = parse_program(plan(state["task"]))
+        return {"program": program, "report": check(program, declarations(client.tools), state["task"].service)}
+
+    def choose(state: AgentState) -> AgentState:
+        profile = connection.site(state["obs"]).profile
+        n = state["report"].nominal_calls
+        predicted = {"program": profile.predict_program(n), "stepwise": profile.predict_stepwise(n)}
+        return {"mode": profile.choose(n) if mode == "auto" else mode, "predicted": predicted}
+
+    def execute(state: AgentState) -> AgentState:
+        obs, program = state["obs"], state["program"]
+        t0 = time.perf_counter()
+        if state["mode"] == "program":
+            try:
+                report, reconnects = connection.call(obs, "run_program", {"program": program.to_json(),
+                                                                          "run_id": obs["run_id"]})
+            except ServiceError as exc:
+                report, reconnects = {"status": "failed", "error": {"kind": exc.kind, "message": exc.message},
+                                      "calls": 0}, 0
+            outcome = {**report, "reconnects": reconnects, "mode": "program"}
+            if report["status"] in ("rejected", "trapped"):  # the site would not run it: same keys, stepwise
+                outcome = {**run_stepwise(program, obs, obs["run_id"]), "mode": "stepwise",
+                           "fallback": report["status"], "program_calls": report.get("calls", 0)}
+        else:
+            outcome = {**run_stepwise(program, obs, obs["run_id"]), "mode": "stepwise"}
+        return {"outcome": outcome, "exec_s": time.perf_counter() - t0}
+
+    def observe(state: AgentState) -> AgentState:
+        profile = connection.site(state["obs"]).profile
+        o = state["outcome"]
+        if o["mode"] == "program" and o["status"] == "ok":
+            profile.observe_program(state["exec_s"], o.get("calls", 0), o.get("call_ms", 0.0) / 1000)
+        elif o["mode"] == "stepwise" and o["status"] == "ok" and not o.get("fallback"):
+            profile.observe_stepwise(state["exec_s"], o.get("calls", 0))
+        return {}
+
+    def answer(state: AgentState) -> AgentState:
+        o = state["outcome"]
+        return {"answer": {"status": o["status"], "result": o.get("result"), "error": o.get("error")}}
+
+    g = StateGraph(AgentState)
+    for name, fn in (("plan", plan_node), ("construct", construct), ("choose", choose), ("execute", execute),
+                     ("observe", observe), ("answer", answer)):
+        g.add_node(name, fn)
+    g.add_edge(START, "plan")
+    for a, b in (("plan", "construct"), ("construct", "choose"), ("choose", "execute"), ("execute", "observe"),
+                 ("observe", "answer"), ("answer", END)):
+        g.add_edge(a, b)
+    return g.compile()
+
+
+class ToolProPolicy:
+    """The harness policy: one ``act`` runs the whole workflow through the agent graph and returns the answer.
+
+    ``mode``: ``auto`` (profile-driven, the ``toolpro`` policy), ``program`` (always a program) or ``stepwise``
+    (the ReAct baseline). ``episode_info`` reports latency, client-side traffic, round trips and calls.
+    """
+
+    def __init__(self, mode: Mode = "auto") -> None:
+        self.mode = mode
+        self.graph = build_agent(mode)
+        self._info: dict[str, Any] = {}
+
+    def reset(self, instruction: str, info: dict[str, Any]) -> None:
+        self._info = {}
+
+    def act(self, obs: dict[str, Any]) -> dict[str, Any]:
+        s = connection.site(obs)
+        if self.mode == "auto":
+            profile_site(obs)
+        meter = connection.site(obs).client.meter
+        before = meter.snapshot()
+        t0 = time.perf_counter()
+        try:
+            final = self.graph.invoke({"obs": obs})
+        except ProgramError as exc:
+            final = {"answer": {"status": "rejected", "error": str(exc)}, "outcome": {"mode": "none", "calls": 0}}
+        latency = time.perf_counter() - t0
+        after = connection.site(obs).client.meter.snapshot() if connection.site(obs).client is s.client else before
+        o = final["outcome"]
+        self._info = {
+            "latency_s": latency, "mode": o.get("mode", "none"), "program": o.get("mode") == "program",
+            "calls": int(o.get("calls", 0)) + int(o.get("program_calls", 0)),
+            "bytes": int(after["bytes_total"] - before["bytes_total"]),
+            "round_trips": int(after["round_trips"] - before["round_trips"]),
+            "replayed": int(o.get("replayed", 0)), "reconnects": int(o.get("reconnects", 0)),
+            "predicted_program_s": final.get("predicted", {}).get("program", float("nan")),
+            "predicted_stepwise_s": final.get("predicted", {}).get("stepwise", float("nan")),
+        }
+        return final["answer"]
+
+    def episode_info(self) -> dict[str, Any]:
+        return dict(self._info)

@@ -1,0 +1,108 @@
+"""One workflow task as a gymnasium env: the episode's database, the deployment to talk to, the final-state check.
+
+``reset(seed)`` reseeds the service's database in place (a server may hold it open) and returns the task and how
+to reach the service: the database path, the server's fault flags, the link's round-trip time. The agent does the
+whole workflow over MCP, then sends its answer with one ``step``; the episode succeeds when the database equals the
+task's reference final state. Databases live in one folder per process, one file per service, so a server process
+can be reused across tasks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from envs.config import Options, require
+from envs.services.runtime import create_database, reset_database
+from envs.services.workflows import expected_state, get_task, state, state_diff
+
+
+@dataclass(frozen=True)
+class WorkflowEnvOptions(Options):
+    """Network and fault injection of the ``toolpro`` suite."""
+
+    title = "toolpro env options"
+    rtt_ms: float = field(default=20.0, metadata={"help": "injected client-server round-trip time (real sleeps)"})
+    jitter_ms: float = field(default=0.0, metadata={"help": "uniform jitter on each one-way delay (<= rtt/2)"})
+    error_rate: float = field(default=0.0, metadata={"help": "probability a tool call fails with 503"})
+    timeout_rate: float = field(default=0.0, metadata={"help": "probability the server stalls timeout_s first"})
+    timeout_s: float = field(default=0.5, metadata={"help": "length of an injected stall"})
+    crash_rate: float = field(default=0.0, metadata={"help": "probability a write kills the server process"})
+    db_dir: str = field(default="", metadata={"help": "folder for the service databases (default: a temp dir)"})
+
+    def check(self) -> None:
+        require(self.rtt_ms >= 0 and 0 <= self.jitter_ms <= self.rtt_ms / 2,
+                f"rtt_ms must be >= 0 and jitter_ms in 0..rtt_ms/2, got {self.rtt_ms}, {self.jitter_ms}")
+        for name in ("error_rate", "timeout_rate", "crash_rate"):
+            require(0.0 <= getattr(self, name) <= 1.0, f"{name} must be in 0..1, got {getattr(self, name)}")
+
+
+_DB_DIR: Path | None = None
+
+
+def default_db_dir() -> Path:
+    """One temporary folder per process, removed at exit."""
+    global _DB_DIR
+    if _DB_DIR is None:
+        _DB_DIR = Path(tempfile.mkdtemp(prefix="toolpro-db-"))
+        atexit.register(shutil.rmtree, _DB_DIR, True)
+    return _DB_DIR
+
+
+class WorkflowEnv(gym.Env):
+    """A single-step episode: the agent acts through the services, then answers once."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, task: str, options: WorkflowEnvOptions | None = None) -> None:
+        self.task = get_task(task)
+        self.options = options or WorkflowEnvOptions()
+        folder = Path(self.options.db_dir) if self.options.db_dir else default_db_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.db_path = folder / f"{self.task.service}.db"
+        if not self.db_path.exists():
+            create_database(self.db_path, self.task.service, 0)
+        self.observation_space = gym.spaces.Dict({})
+        self.action_space = gym.spaces.Dict({})
+        self._expected: dict[str, Any] = {}
+        self._seed = 0
+
+    def deployment(self) -> dict[str, Any]:
+        """How to start and reach this task's service: database, fault flags (server CLI) and link."""
+        o = self.options
+        flags = ["--service", self.task.service, "--db", str(self.db_path), "--error-rate", str(o.error_rate),
+                 "--timeout-rate", str(o.timeout_rate), "--timeout-s", str(o.timeout_s),
+                 "--crash-rate", str(o.crash_rate)]
+        return {"service": self.task.service, "db": str(self.db_path), "server_flags": flags, "rtt_ms": o.rtt_ms,
+                "jitter_ms": o.jitter_ms}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        super().reset(seed=seed)
+        self._seed = int(seed or 0)
+        reset_database(self.db_path, self.task.service, self._seed)
+        self._expected = expected_state(self.task, self._seed)
+        obs = {"instruction": self.task.instruction, "task": self.task.name, "template": self.task.template,
+               "params": self.task.params, "run_id": f"{self.task.name}-{self._seed}", "seed": self._seed,
+               **self.deployment()}
+        return obs, {"task": self.task.name}
+
+    def final_state_diff(self) -> int:
+        """Rows that differ from the reference final state now."""
+        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=30)
+        try:
+            return state_diff(state(conn), self._expected)
+        finally:
+            conn.close()
+
+    def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
+        diff = self.final_state_diff()
+        info = {"success": diff == 0, "state_diff": diff,
+                "answered": isinstance(action, dict) and action.get("status") == "ok"}
+        return {}, float(diff == 0), True, False, info

@@ -1,0 +1,207 @@
+"""The server-side program runtime: check, compile to wasm, and run a program next to a service's database.
+
+Each run gets a fresh value table (handles → immutable JSON values; handle 0 is null, the program's constants come
+next) and a fresh wasm instance. Tool calls go to :class:`envs.services.runtime.ServiceRuntime` in-process, so a
+program pays no network round trip per call. A write's idempotency key is namespaced by the run id: re-running a
+program with the same run id (after a crash or a client retry) replays its completed writes from the service's
+journal instead of executing them again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from envs.services.runtime import ServiceRuntime
+from envs.services.tools import ServiceError
+from policies.toolpro import compiler as op
+from policies.toolpro import runlog
+from policies.toolpro.checker import check
+from policies.toolpro.compiler import compile_program
+from policies.toolpro.interpreter import binop, render, truthy
+from policies.toolpro.program import BINOPS, TRANSIENT, ProgramError, parse_program
+from policies.toolpro.sandbox import HostLimit, Sandbox, SandboxLimits
+
+
+@dataclass(frozen=True)
+class ExecutorLimits:
+    """Host-side budgets per run, on top of the sandbox's fuel, memory, stack and wall-clock limits."""
+
+    sandbox: SandboxLimits = field(default_factory=SandboxLimits)
+    max_calls: int = 5000
+    max_values: int = 200_000
+    max_string_bytes: int = 64 * 1024
+    max_list_items: int = 10_000
+    max_output_bytes: int = 256 * 1024
+
+
+class ProgramHost:
+    """The host side of one run: the value table and the two imported functions."""
+
+    def __init__(self, constants: list[Any], runtime: ServiceRuntime, run_id: str, limits: ExecutorLimits,
+                 deadline: float) -> None:
+        self.values: list[Any] = list(constants)
+        self.runtime, self.run_id, self.limits, self.deadline = runtime, run_id, limits, deadline
+        self.last_error: tuple[str, str] | None = None
+        self.result: Any = None
+        self.calls = self.replayed = 0
+        self.trace: list[dict[str, Any]] = []
+
+    def _get(self, h: int) -> Any:
+        if not 0 <= h < len(self.values):
+            raise HostLimit(f"invalid value handle {h}")
+        return self.values[h]
+
+    def _push(self, v: Any) -> int:
+        if len(self.values) >= self.limits.max_values:
+            raise HostLimit(f"more than {self.limits.max_values} values")
+        self.values.append(v)
+        return len(self.values) - 1
+
+    def call(self, tool_h: int, args_h: int, key_h: int, effect_h: int) -> int:
+        """``toolpro.call``: run one tool through the service runtime; -1 (error kept) when it fails."""
+        if self.calls >= self.limits.max_calls:
+            raise HostLimit(f"more than {self.limits.max_calls} tool calls")
+        tool, args, key = self._get(tool_h), self._get(args_h), self._get(key_h)
+        if not isinstance(tool, str) or not isinstance(args, dict):
+            raise HostLimit("call needs a tool name and an argument object")
+        seq = self.calls
+        self.calls += 1
+        t0 = time.perf_counter()
+        try:
+            logged = runlog.lookup(self.runtime.conn, self.run_id, seq, tool, args)
+        except runlog.ReplayDiverged as exc:
+            raise HostLimit(str(exc)) from None
+        if logged is not None:  # answered from the run log: the re-run takes the crashed run's path
+            self.replayed += 1
+            self.trace.append({"tool": tool, "replayed": True, "ms": 1000 * (time.perf_counter() - t0)})
+            if "error" in logged:
+                self.last_error = tuple(logged["error"])  # type: ignore[assignment]
+                return -1
+            return self._push(logged["result"])
+        try:
+            result, replayed = self.runtime.call(tool, args, None if key is None else f"{self.run_id}:{render(key)}")
+        except ServiceError as exc:
+            self.last_error = (exc.kind, exc.message)
+            runlog.record(self.runtime.conn, self.run_id, seq, tool, args, {"error": [exc.kind, exc.message]})
+            self.trace.append({"tool": tool, "error": exc.kind, "ms": 1000 * (time.perf_counter() - t0)})
+            return -1
+        runlog.record(self.runtime.conn, self.run_id, seq, tool, args, {"result": result})
+        self.replayed += int(replayed)
+        self.trace.append({"tool": tool, "replayed": replayed, "ms": 1000 * (time.perf_counter() - t0)})
+        return self._push(result)
+
+    def value(self, code: int, a: int, b: int, c: int) -> int:
+        """``toolpro.value``: pure operations on values (see :mod:`policies.toolpro.compiler`)."""
+        if code == op.GET:
+            obj = self._get(a)
+            return self._push(obj.get(self._get(b)) if isinstance(obj, dict) else None)
+        if code == op.LEN:
+            v = self._get(a)
+            return self._push(len(v) if isinstance(v, list | str | dict) else 0)
+        if code == op.LEN_RAW:
+            v = self._get(a)
+            return len(v) if isinstance(v, list) else 0
+        if code == op.INDEX:
+            lst = self._get(a)
+            return self._push(lst[b] if isinstance(lst, list) and 0 <= b < len(lst) else None)
+        if code == op.TRUTHY:
+            return int(truthy(self._get(a)))
+        if code == op.BINOP:
+            if not 0 <= c < len(BINOPS):
+                raise HostLimit(f"unknown operator {c}")
+            return self._push(binop(BINOPS[c], self._get(a), self._get(b)))
+        if code == op.NOT:
+            return self._push(not truthy(self._get(a)))
+        if code == op.FMT:
+            template, parts = self._get(a), self._get(b)
+            if not isinstance(template, str) or not isinstance(parts, list):
+                raise HostLimit("fmt needs a template and a list")
+            out = template
+            for p in parts:
+                out = out.replace("{}", render(p), 1)
+                if len(out) > self.limits.max_string_bytes:
+                    raise HostLimit(f"string longer than {self.limits.max_string_bytes} bytes")
+            return self._push(out)
+        if code == op.LIST_NEW:
+            return self._push([])
+        if code == op.OBJ_NEW:
+            return self._push({})
+        if code == op.LIST_PUSH:
+            lst = self._get(a)
+            if not isinstance(lst, list) or len(lst) >= self.limits.max_list_items:
+                raise HostLimit("list push on a non-list or beyond the item limit")
+            lst.append(self._get(b))
+            return a
+        if code == op.OBJ_SET:
+            obj, key = self._get(a), self._get(b)
+            if not isinstance(obj, dict) or not isinstance(key, str) or len(obj) >= self.limits.max_list_items:
+                raise HostLimit("object field on a non-object or beyond the item limit")
+            obj[key] = self._get(c)
+            return a
+        if code == op.ERR_TRANSIENT:
+            return int(self.last_error is not None and self.last_error[0] in TRANSIENT)
+        if code == op.SLEEP:
+            wanted = max(0, a) * 2 ** min(max(0, b), 16) / 1000.0
+            time.sleep(max(0.0, min(wanted, self.deadline - time.perf_counter())))
+            return 0
+        if code == op.RETURN:
+            self.result = self._get(a)
+            return 0
+        if code == op.FAIL:
+            self.last_error = ("failed", render(self._get(a)))
+            return 0
+        raise HostLimit(f"unknown value operation {code}")
+
+
+class ProgramExecutor:
+    """Runs tool programs (or raw untrusted modules) for one service, in a wasm sandbox, next to its database."""
+
+    def __init__(self, runtime: ServiceRuntime, limits: ExecutorLimits | None = None) -> None:
+        self.runtime = runtime
+        self.limits = limits or ExecutorLimits()
+        self.sandbox = Sandbox(self.limits.sandbox)
+        self.declarations = {name: spec.public() for name, spec in runtime.tools.items()}
+        runlog.ensure(runtime.conn)
+
+    def _host(self, host: ProgramHost) -> dict[str, dict[str, tuple[int, Any]]]:
+        return {"toolpro": {"call": (4, host.call), "value": (4, host.value)}}
+
+    def _finish(self, host: ProgramHost, run: Any, t0: float, extra: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": run.status, "calls": host.calls, "replayed": host.replayed,
+                               "compile_ms": 1000 * run.compile_s, "exec_ms": 1000 * run.wall_s,
+                               "total_ms": 1000 * (time.perf_counter() - t0), "fuel": run.fuel_used,
+                               "call_ms": sum(t["ms"] for t in host.trace), **extra}
+        if run.status == "ok":
+            out["result"] = host.result
+            if len(json.dumps(host.result)) > self.limits.max_output_bytes:
+                out.update(status="trapped", result=None,
+                           error={"kind": "limit", "message": f"output exceeds {self.limits.max_output_bytes} bytes"})
+        elif run.status == "failed" and host.last_error is not None:
+            out["error"] = {"kind": host.last_error[0], "message": host.last_error[1]}
+        else:
+            out["error"] = {"kind": run.status, "message": run.reason}
+        return out
+
+    def run(self, program_json: Any, run_id: str) -> dict[str, Any]:
+        """Check, compile and run a program; a malformed or ill-typed one is rejected before any call."""
+        t0 = time.perf_counter()
+        try:
+            program = parse_program(program_json)
+            report = check(program, self.declarations, service=self.runtime.service)
+        except ProgramError as exc:
+            return {"status": "rejected", "error": {"kind": "invalid_program", "message": str(exc)}, "calls": 0,
+                    "replayed": 0, "total_ms": 1000 * (time.perf_counter() - t0)}
+        compiled = compile_program(program)
+        host = ProgramHost(compiled.constants, self.runtime, run_id, self.limits,
+                           time.perf_counter() + self.limits.sandbox.wall_s)
+        run = self.sandbox.run(compiled.wat, self._host(host))
+        return self._finish(host, run, t0, {"call_bound": report.call_bound})
+
+    def run_module(self, wat: str, run_id: str) -> dict[str, Any]:
+        """Run an untrusted module against the same host imports and limits (its constant pool is empty)."""
+        t0 = time.perf_counter()
+        host = ProgramHost([None], self.runtime, run_id, self.limits, time.perf_counter() + self.limits.sandbox.wall_s)
+        return self._finish(host, self.sandbox.run(wat, self._host(host)), t0, {})

@@ -1,0 +1,56 @@
+"""A service deployed with the ToolPro program runtime beside it (one process, one database).
+
+    python -m policies.toolpro.site --service travel --db /tmp/travel.db [--error-rate 0.05 ...]
+
+Serves the service's own tools over MCP (stdio) exactly as :mod:`envs.services.server` does, plus:
+``run_program`` (check → compile to wasm → run next to the database, see :mod:`policies.toolpro.executor`),
+``run_module`` (an untrusted WebAssembly text module, run under the same sandbox) and ``ping`` (for profiling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from typing import Any
+
+from envs.services.runtime import ServiceRuntime
+from envs.services.server import ExtraTool, add_server_arguments, runtime_from_args, serve_stdio
+from envs.services.tools import ServiceError
+from policies.toolpro.executor import ProgramExecutor
+
+
+def program_tools(runtime: ServiceRuntime, executor: ProgramExecutor | None = None) -> list[ExtraTool]:
+    """The extra MCP tools of a ToolPro site."""
+    executor = executor or ProgramExecutor(runtime)
+
+    def run_program(args: dict[str, Any]) -> dict[str, Any]:
+        if "program" not in args:
+            raise ServiceError("invalid_argument", "run_program needs a 'program'")
+        return executor.run(args["program"], str(args.get("run_id") or uuid.uuid4().hex))
+
+    def run_module(args: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(args.get("wat"), str):
+            raise ServiceError("invalid_argument", "run_module needs 'wat' (WebAssembly text)")
+        return executor.run_module(args["wat"], str(args.get("run_id") or uuid.uuid4().hex))
+
+    return [
+        ExtraTool("run_program", "Check, compile to WebAssembly and run a tool program next to the service.",
+                  {"type": "object", "properties": {"program": {"type": "object"}, "run_id": {"type": "string"}},
+                   "required": ["program"]}, run_program),
+        ExtraTool("run_module", "Run an untrusted WebAssembly text module under the program sandbox.",
+                  {"type": "object", "properties": {"wat": {"type": "string"}, "run_id": {"type": "string"}},
+                   "required": ["wat"]}, run_module),
+        ExtraTool("ping", "Answer at once (round-trip profiling).", {"type": "object", "properties": {}},
+                  lambda args: {}),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="policies.toolpro.site", description=__doc__)
+    add_server_arguments(p)
+    runtime = runtime_from_args(p.parse_args(argv))
+    serve_stdio(runtime, program_tools(runtime))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""ToolPro studies: latency/traffic sweep, crash-injection trials, sandbox abuse table."""

@@ -1,0 +1,111 @@
+"""Latency and client-side traffic of program vs stepwise execution over round-trip time × workflow length.
+
+    python -m sim_benchmarks.studies.toolpro.sweep --rtt 0,50,200 --length 2,10,50 --reps 3 --seed 0
+
+Workflow: ``ship_paid_{L-1}`` (one list call, then L-1 shipments: exactly L tool calls). For every cell each of
+``stepwise``, ``program_only`` and ``toolpro`` (profile-driven) runs ``reps`` episodes on freshly seeded databases
+over a real MCP stdio connection; latency is wall-clock with the round-trip time injected as real sleeps.
+Writes ``sweep.json`` and ``sweep.png``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.toolpro import connection
+from agents.toolpro.graph import ToolProPolicy
+from envs.services.env import WorkflowEnv, WorkflowEnvOptions
+from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.studies.aux.results import mean_ci
+from sim_benchmarks.train_log import write_json_atomic
+
+MODES = {"stepwise": "stepwise", "program_only": "program", "toolpro": "auto"}
+
+
+def run_cell(rtt: float, length: int, reps: int, seed: int) -> dict[str, Any]:
+    env = WorkflowEnv(f"ship_paid_{length - 1}", WorkflowEnvOptions(rtt_ms=rtt))
+    out: dict[str, Any] = {"rtt_ms": rtt, "length": length}
+    try:
+        for name, mode in MODES.items():
+            policy, rows = ToolProPolicy(mode), []  # type: ignore[arg-type]
+            for r in range(reps):
+                obs, _ = env.reset(seed=seed * 1000 + r)
+                obs["run_id"] = f"{name}-{rtt}-{length}-{r}"
+                answer = policy.act(obs)
+                _, _, _, _, info = env.step(answer)
+                rows.append({**policy.episode_info(), "success": info["success"]})
+            lat = [x["latency_s"] for x in rows]
+            out[name] = {"latency_s": mean_ci(lat), "bytes": float(np.mean([x["bytes"] for x in rows])),
+                         "round_trips": float(np.mean([x["round_trips"] for x in rows])),
+                         "success": float(np.mean([x["success"] for x in rows])),
+                         "program_share": float(np.mean([x["program"] for x in rows])), "episodes": rows}
+    finally:
+        env.close()
+    s, p = out["stepwise"], out["program_only"]
+    out["latency_reduction"] = 1 - p["latency_s"][0] / s["latency_s"][0]
+    out["traffic_reduction"] = 1 - p["bytes"] / s["bytes"]
+    best = min(s["latency_s"][0], p["latency_s"][0])
+    out["toolpro_vs_best"] = out["toolpro"]["latency_s"][0] / best - 1
+    return out
+
+
+def plot(cells: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rtts = sorted({c["rtt_ms"] for c in cells})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for rtt in rtts:
+        row = sorted((c for c in cells if c["rtt_ms"] == rtt), key=lambda c: c["length"])
+        xs = [c["length"] for c in row]
+        for name, style in (("stepwise", "--"), ("toolpro", "-")):
+            axes[0].plot(xs, [c[name]["latency_s"][0] for c in row], style, marker="o", label=f"{name} rtt={rtt:g}")
+            axes[1].plot(xs, [c[name]["bytes"] / 1024 for c in row], style, marker="o", label=f"{name} rtt={rtt:g}")
+    axes[0].set(xlabel="workflow length (tool calls)", ylabel="end-to-end latency (s)", yscale="log")
+    axes[1].set(xlabel="workflow length (tool calls)", ylabel="client-side traffic (KiB)", yscale="log")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("ToolPro vs stepwise over MCP stdio (real sleeps for RTT); means of the reps")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+@main_guard
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(prog="sim_benchmarks.studies.toolpro.sweep", description=__doc__)
+    p.add_argument("--rtt", default="0,50,200")
+    p.add_argument("--length", default="2,10,50")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
+    args = p.parse_args(argv)
+    rtts = [float(x) for x in args.rtt.split(",")]
+    lengths = [int(x) for x in args.length.split(",")]
+    t0 = time.perf_counter()
+    cells = []
+    try:
+        for rtt in rtts:
+            for length in lengths:
+                cells.append(run_cell(rtt, length, args.reps, args.seed))
+                c = cells[-1]
+                print(f"rtt {rtt:g} ms L {length}: stepwise {c['stepwise']['latency_s'][0]:.3f}s "
+                      f"program {c['program_only']['latency_s'][0]:.3f}s toolpro {c['toolpro']['latency_s'][0]:.3f}s "
+                      f"(picked program {c['toolpro']['program_share']:.0%}); latency -{c['latency_reduction']:.1%} "
+                      f"traffic -{c['traffic_reduction']:.1%}", flush=True)
+    finally:
+        connection.close_all()
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out / "sweep.json", {
+        "command": f"python -m sim_benchmarks.studies.toolpro.sweep --rtt {args.rtt} --length {args.length} "
+                   f"--reps {args.reps} --seed {args.seed}", "cells": cells, "wall_s": time.perf_counter() - t0})
+    plot(cells, args.out / "sweep.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
