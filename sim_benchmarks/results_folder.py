@@ -47,9 +47,12 @@ class FolderLock:
         self.path = self.folder / LOCK_NAME
         self.flag = flag
         self._fd: int | None = None
+        self.created_dir = self.created_lock = False
 
     def acquire(self) -> FolderLock:
         """Create the folder if needed and take the lock without waiting."""
+        self.created_dir = not self.folder.exists()
+        self.created_lock = not self.path.exists()
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -73,11 +76,25 @@ class FolderLock:
             os.close(self._fd)
             self._fd = None
 
+    def release_and_undo(self) -> None:
+        """Release, first removing the lock file and folder if this lock created them and nothing else is there
+        (a run that stopped on a user error before writing leaves the disk as it found it)."""
+        if self._fd is not None and self.created_lock:
+            # Removed while still held: a second writer that opened it fails at once (it never waits on it).
+            self.path.unlink(missing_ok=True)
+            if self.created_dir and not any(self.folder.iterdir()):
+                self.folder.rmdir()
+        self.release()
+
     def __enter__(self) -> FolderLock:
         return self.acquire()
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # A user error (ConfigError) before anything was written undoes the lock's own traces.
+        if exc_type is not None and issubclass(exc_type, ConfigError):
+            self.release_and_undo()
+        else:
+            self.release()
 
 
 def _read_holder(fd: int) -> str:

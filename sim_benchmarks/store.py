@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.errors import ConfigError
-from sim_benchmarks.results_folder import LOCK_NAME, FolderLock, check_out_dir
+from sim_benchmarks.results_folder import FolderLock, check_out_dir
 from sim_benchmarks.train_log import cut_torn_tail, read_jsonl, write_json_atomic
 
 RECORD_KEYS = ("benchmark", "task", "policy", "seed", "episode", "success", "correct_object", "wrong_object",
@@ -55,8 +55,6 @@ class ResultsStore:
         self.config_path = self.out_dir / "config.json"
         self._fh = None
         self._check()  # read-only: a rejected run leaves the folder as it found it
-        self.created_dir = not self.out_dir.exists()
-        self.created_lock = not (self.out_dir / LOCK_NAME).exists()
         self._lock = FolderLock(self.out_dir).acquire()
         try:
             self._check()  # again under the lock: another run may have written in between
@@ -65,6 +63,9 @@ class ResultsStore:
             if self.fresh:
                 write_json_atomic(self.config_path, config)
             self._fh = open(self.episodes_path, "a", encoding="utf-8")
+        except ConfigError:
+            self._lock.release_and_undo()
+            raise
         except BaseException:
             self._lock.release()
             raise
@@ -90,10 +91,7 @@ class ResultsStore:
         if self.fresh and not (self.episodes_path.exists() and self.episodes_path.stat().st_size):
             for path in (self.episodes_path, self.config_path):
                 path.unlink(missing_ok=True)
-            if self.created_lock:  # still held: a late second writer fails at once rather than waiting on it
-                (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
-            if self.created_dir and not any(self.out_dir.iterdir()):
-                self.out_dir.rmdir()
+            self._lock.release_and_undo()
         self.close()
 
     def done_keys(self) -> set[tuple[str, str, int]]:
