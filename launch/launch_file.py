@@ -122,9 +122,13 @@ def safe_eval(expr: str) -> Any:
             return _binop(node.op, ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
             return _bounded(_OPS[type(node.op)](ev(node.operand)))
-        if isinstance(node, ast.BoolOp):
-            values = (ev(v) for v in node.values)
-            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.BoolOp):  # Python's short circuit: the deciding operand, not a bool
+            is_and = isinstance(node.op, ast.And)
+            for operand in node.values:
+                value = ev(operand)
+                if bool(value) != is_and:
+                    break
+            return value
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
             return _OPS[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
         raise ConfigError(f"{type(node).__name__} is not allowed; only literals and arithmetic, boolean and "
