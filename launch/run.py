@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             continue
         rc = subprocess.call(cmd, env={**os.environ, **node.env})
+        if rc == 2:  # a user error: the node has said what was wrong on its one stderr line
+            return rc
         if rc != 0:
             print(f"error: node {node.name!r} exited with status {rc}", file=sys.stderr)
             return rc

@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +86,9 @@ def world(tmp_path, finished, monkeypatch) -> Path:
                                                  else b"\x00\xff\xfe garbage")
     (w / "bad_ckpt").mkdir()
     (w / "bad_ckpt" / "manifest.json").write_text("{not json")
+    (w / "trunc_ckpt").mkdir()  # the shipped checkpoint with its weights cut short
+    shutil.copy(ROOT / "checkpoints" / "generic_vla" / "manifest.json", w / "trunc_ckpt")
+    (w / "trunc_ckpt" / "head.pt").write_bytes((ROOT / "checkpoints" / "generic_vla" / "head.pt").read_bytes()[:4096])
     return w
 
 
@@ -124,6 +129,9 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("eval", lambda w: ["--env", "games", "--policy-option", "nope=1", "--out", f"{w}/o"], "'nope'"),
     ("eval", lambda w: ["--env", "games", "--policy", "windowed_robust", "--policy-option", "window=abc", "--out",
                         f"{w}/o"], "window"),
+    # the second policy's checkpoint is corrupt: found before the first policy's episodes are written
+    ("eval", lambda w: ["--env", "generic_simpler/fractal_pick", "--policy", "random,generic", "--episodes", "1",
+                        "--policy-option", f"vla_checkpoint={w}/trunc_ckpt", "--out", f"{w}/o"], "sha256"),
     # ---- launch.eval: the results folder
     ("eval", lambda w: ["--env", "games", "--out", f"{w}/file"], "is a file"),
     ("eval", lambda w: ["--env", "games", "--out", f"{w}/file/sub"], "is a file"),
@@ -256,6 +264,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(world, capsys, entry
     assert len(lines) == 1 and "Traceback" not in err, err
     assert needle in lines[0], lines[0]
     assert snapshot(world) == before, "a rejected run changed the folder"
+    print(f"{entry}: {lines[0]}")  # shown by pytest -rP: the messages quoted in docs/reliability.md
 
 
 def test_every_entry_point_is_probed():
@@ -339,3 +348,17 @@ def test_user_texture_is_capped_before_decoding(tmp_path):
     Image.new("RGB", (300, 200), (10, 200, 30)).save(ok)
     tex = load_user_texture(ok)
     assert tex.shape == (*TEXTURE_SIZE, 3) and tuple(tex[0, 0]) == (10, 200, 30)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["launch.train_vla", "--out", "/dev/null"], "is a file"),
+    (["launch.train_attributes", "--out", "/dev/null"], "is a file"),
+    (["launch.train_localiser", "--out", "/dev/null"], "is a file"),
+    (["launch"], "usage: embodia"),
+])
+def test_no_banner_before_the_one_line(argv, needle):
+    """As a new process (pybullet prints its build banner from C on import): nothing on stdout, one stderr line."""
+    proc = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert len(proc.stderr.strip().splitlines()) == 1 and needle in proc.stderr, proc.stderr
