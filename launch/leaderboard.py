@@ -35,7 +35,8 @@ def load_summary(folder: Path) -> dict:
     """The summary.json of a results folder, checked against the schema and for every field the board reads."""
     path = folder / "summary.json"
     if not folder.is_dir():
-        raise ConfigError(f"{str(folder)!r} is not a results folder; pass folders written by launch.eval")
+        raise ConfigError(f"{str(folder)!r} is not a results folder (no summary.json); pass folders written by "
+                          f"launch.eval")
     if not path.is_file():
         raise ConfigError(f"no summary.json in {str(folder)!r}; pass folders written by launch.eval")
     try:
