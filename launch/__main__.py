@@ -7,6 +7,7 @@ import pkgutil
 import sys
 
 import launch
+from sim_benchmarks.cli import main_guard
 
 _NOT_COMMANDS = {"cli", "__main__", "files", "launch_file", "ros2_grammar"}
 
@@ -17,12 +18,18 @@ def commands() -> list[str]:
                   and not m.name.startswith("_"))
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> int:
+    """Dispatch to ``launch.<command>.main``; no arguments is a usage error (usage on stderr, exit 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     names = commands()
-    if not argv or argv[0] in {"-h", "--help"}:
-        print(f"usage: embodia {{{','.join(names)}}} [args...]  (same as python -m launch.<command>)")
-        return 0 if argv else 2
+    usage = f"usage: embodia {{{','.join(names)}}} [args...]  (same as python -m launch.<command>)"
+    if not argv:
+        print(usage, file=sys.stderr)
+        return 2
+    if argv[0] in {"-h", "--help"}:
+        print(usage)
+        return 0
     name = argv[0].replace("-", "_")
     if name not in names:
         print(f"error: unknown command {argv[0]!r}; valid: {', '.join(names)}", file=sys.stderr)

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                 failed = [(node, rc)]
                 break
     for node, rc in failed:
-        print(f"error: node {node.name!r} exited with status {rc}", file=sys.stderr)
+        if rc != 2:  # 2 is a user error: the node has said what was wrong on its one stderr line
+            print(f"error: node {node.name!r} exited with status {rc}", file=sys.stderr)
     if failed:
         return failed[0][1]
     return 0

@@ -13,6 +13,8 @@ from envs.errors import ConfigError, choice_error
 from launch.cli import ArgumentParser, main_guard, parse_options
 from sim_benchmarks import registry
 from sim_benchmarks.progress import progress_bar
+from sim_benchmarks.results_folder import FolderLock, check_out_dir
+from sim_benchmarks.train_log import read_jsonl
 
 
 def build_parser() -> ArgumentParser:
@@ -33,6 +35,16 @@ def _valid_envs() -> list[str]:
     for spec in registry.trainers().values():
         names.extend(spec.env_names() if spec.env_names else [f"{p}<name>" for p in spec.env_prefixes])
     return names
+
+
+def _check_run_folder(out: Path, resume: bool) -> None:
+    # --resume needs an earlier, readable log; a fresh run must not overwrite one.
+    metrics = out / "metrics.jsonl"
+    if resume and not metrics.exists():
+        raise ConfigError(f"--resume: no earlier run in {str(out)!r} (metrics.jsonl missing)")
+    if not resume and metrics.exists():
+        raise ConfigError(f"--out {str(out)!r} already holds a run; pass --resume or another --out")
+    read_jsonl(metrics)  # a corrupt line stops here, naming file:line; a torn last line is fine
 
 
 @main_guard
@@ -57,15 +69,18 @@ def main(argv: list[str] | None = None) -> int:
         raise choice_error(f"agent for {spec.name}", agent, list(spec.agents))
     if args.steps < 1:
         raise ConfigError(f"--steps must be a positive integer, got {args.steps}")
-    out = args.out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-train-{args.env.replace(':', '_')}"
-    if args.resume and not (out / "metrics.jsonl").exists():
-        raise ConfigError(f"--resume: no earlier run in {str(out)!r}")
-    if not args.resume and (out / "metrics.jsonl").exists():
-        raise ConfigError(f"--out {str(out)!r} already holds a run; pass --resume or another --out")
     options = parse_options(args.option, "--option")
-    with progress_bar(args.steps, f"train {agent} on {args.env}") as bar:
-        summary = spec.run(env=args.env, agent=agent, steps=args.steps, seed=args.seed, out_dir=out,
-                           resume=args.resume, options=options, on_progress=bar)
+    options_type = getattr(spec, "options_type", None)  # a family that declares typed options is checked here
+    if options_type is not None:
+        options_type.from_options(options, strict=True)
+    out = check_out_dir(args.out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-train-"
+                        f"{args.env.replace(':', '_')}")
+    _check_run_folder(out, args.resume)  # read-only, before the lock creates anything
+    with FolderLock(out):  # one writer: held for the whole run
+        _check_run_folder(out, args.resume)
+        with progress_bar(args.steps, f"train {agent} on {args.env}") as bar:
+            summary = spec.run(env=args.env, agent=agent, steps=args.steps, seed=args.seed, out_dir=out,
+                               resume=args.resume, options=options, on_progress=bar)
     print(json.dumps({k: summary.get(k) for k in ("env", "agent", "steps", "return_last100", "steps_per_second",
                                                   "wall_s")}, indent=2))
     print(f"results: {out}/ (metrics.jsonl, summary.json)")

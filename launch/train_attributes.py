@@ -42,6 +42,7 @@ from policies.vla.attributes import (
 )
 from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.progress import progress_bar
+from sim_benchmarks.results_folder import FolderLock, check_out_dir
 from sim_benchmarks.train_log import TrainLog, write_json_atomic
 
 TEST_SEED_OFFSET = 700_000  # held-out test-split scenes get seeds no training scene uses
@@ -119,6 +120,7 @@ def build_parser() -> ArgumentParser:
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse, collect, train, measure, write; returns the summary."""
     args = build_parser().parse_args(argv)
+    check_out_dir(args.out)  # usable before any other check or work
     check_scene_arguments(args)
     if args.input_size % 16 or not 64 <= args.input_size <= 224:
         raise ConfigError(f"--input-size must be a multiple of 16 in [64, 224], got {args.input_size}")
@@ -131,55 +133,56 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     out: Path = args.out
-    blocks = out / "scene_blocks"
-    with progress_bar(2 * len(GENERIC_TASKS) if args.eval_scenes else len(GENERIC_TASKS), "scenes") as advance:
-        train = scenes(args.split, args.scenes, args.seed, args.input_size, args.workers, blocks, advance)
-        held = (scenes("test", args.eval_scenes, args.seed + TEST_SEED_OFFSET, args.input_size, args.workers,
-                       blocks, advance) if args.eval_scenes else None)
-    collect_s = time.perf_counter() - start
-    cfg = AttributeConfig(input_size=args.input_size, width=args.width, weight=args.weight)
-    tcfg = AttributeTrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
-    log = TrainLog(out)
-    cells = object_cells(held) if held is not None else None
+    with FolderLock(out):  # one writer per output folder, for the whole run
+        blocks = out / "scene_blocks"
+        with progress_bar(2 * len(GENERIC_TASKS) if args.eval_scenes else len(GENERIC_TASKS), "scenes") as advance:
+            train = scenes(args.split, args.scenes, args.seed, args.input_size, args.workers, blocks, advance)
+            held = (scenes("test", args.eval_scenes, args.seed + TEST_SEED_OFFSET, args.input_size, args.workers,
+                           blocks, advance) if args.eval_scenes else None)
+        collect_s = time.perf_counter() - start
+        cfg = AttributeConfig(input_size=args.input_size, width=args.width, weight=args.weight)
+        tcfg = AttributeTrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
+        log = TrainLog(out)
+        cells = object_cells(held) if held is not None else None
 
-    def measure(net: Any) -> dict[str, Any]:
-        if held is None:
-            return {}
-        hits, n = grounding_accuracy(AttributeGrounder(net, cfg), held["images"], list(held["instructions"]), cells,
-                                     list(held["targets"]))
-        lo, hi = wilson_ci(hits, n)
-        return {"test_grounding": hits / max(n, 1), "test_hits": hits, "test_scenes": n, "test_ci95": [lo, hi]}
+        def measure(net: Any) -> dict[str, Any]:
+            if held is None:
+                return {}
+            hits, n = grounding_accuracy(AttributeGrounder(net, cfg), held["images"], list(held["instructions"]), cells,
+                                         list(held["targets"]))
+            lo, hi = wilson_ci(hits, n)
+            return {"test_grounding": hits / max(n, 1), "test_hits": hits, "test_scenes": n, "test_ci95": [lo, hi]}
 
-    history: list[dict[str, Any]] = []
-    with progress_bar(args.epochs, "training attribute detectors") as advance:
-        def on_epoch(epoch: int, loss: float, net: Any) -> None:
-            rec = {"epoch": epoch, "loss": round(loss, 5), **measure(net)}
-            history.append(rec)
-            log.append(rec)
-            advance(1)
+        history: list[dict[str, Any]] = []
+        with progress_bar(args.epochs, "training attribute detectors") as advance:
+            def on_epoch(epoch: int, loss: float, net: Any) -> None:
+                rec = {"epoch": epoch, "loss": round(loss, 5), **measure(net)}
+                history.append(rec)
+                log.append(rec)
+                advance(1)
 
-        t0 = time.perf_counter()
-        net = train_attributes(train["images"], train["labels"], cfg, tcfg, on_epoch=on_epoch)
-        train_s = time.perf_counter() - t0
-    command = "python -m launch.train_attributes " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    facts = {"command": command, "seed": args.seed, "split": args.split, "scenes": int(len(train["images"])),
-             "collect_s": round(collect_s, 1), "train_s": round(train_s, 1), "train_config": asdict(tcfg),
-             "final": history[-1] if history else {}}
-    entry = save_attributes(net, cfg, out, training=facts)
-    write_json_atomic(out / "attributes.json", entry)
-    attached = None
-    if args.attach is not None:
-        attach_attributes(args.attach, out)
-        attached = str(args.attach)
-    summary = log.write_summary({
-        "env": "personalized_simpler:generic", "agent": "generic_vla_attributes", "steps": args.epochs,
-        "return_last100": (history[-1].get("test_grounding") if history else None),
-        "steps_per_second": args.epochs / max(train_s, 1e-9), "wall_s": round(time.perf_counter() - start, 1),
-        "weights_sha256": entry["sha256"], "command": command, "attached_to": attached, "history": history,
-    })
-    log.close()
-    return summary
+            t0 = time.perf_counter()
+            net = train_attributes(train["images"], train["labels"], cfg, tcfg, on_epoch=on_epoch)
+            train_s = time.perf_counter() - t0
+        command = "python -m launch.train_attributes " + " ".join(
+            shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+        facts = {"command": command, "seed": args.seed, "split": args.split, "scenes": int(len(train["images"])),
+                 "collect_s": round(collect_s, 1), "train_s": round(train_s, 1), "train_config": asdict(tcfg),
+                 "final": history[-1] if history else {}}
+        entry = save_attributes(net, cfg, out, training=facts)
+        write_json_atomic(out / "attributes.json", entry)
+        attached = None
+        if args.attach is not None:
+            attach_attributes(args.attach, out)
+            attached = str(args.attach)
+        summary = log.write_summary({
+            "env": "personalized_simpler:generic", "agent": "generic_vla_attributes", "steps": args.epochs,
+            "return_last100": (history[-1].get("test_grounding") if history else None),
+            "steps_per_second": args.epochs / max(train_s, 1e-9), "wall_s": round(time.perf_counter() - start, 1),
+            "weights_sha256": entry["sha256"], "command": command, "attached_to": attached, "history": history,
+        })
+        log.close()
+        return summary
 
 
 @main_guard

@@ -42,6 +42,7 @@ from policies.vla.localiser import (
     train_localiser,
 )
 from sim_benchmarks.progress import progress_bar
+from sim_benchmarks.results_folder import FolderLock, check_out_dir
 from sim_benchmarks.train_log import TrainLog, write_json_atomic
 
 CAMERA_PX = 112  # image-position errors are reported in pixels of the 224² camera image ([-1, 1] spans 224 px)
@@ -66,6 +67,7 @@ def build_parser() -> ArgumentParser:
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse, collect, prepare, train, measure, write; returns the summary."""
     args = build_parser().parse_args(argv)
+    check_out_dir(args.out)  # usable before any other check or work
     check_scene_arguments(args)
     bundle = load_checkpoint(args.checkpoint)  # fail before the work, not after
     if bundle.grounder is None or not bundle.config.memory:
@@ -78,55 +80,56 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     out: Path = args.out
     cfg = LocaliserConfig(width=args.width)
     head_size = bundle.config.vision.input_size
-    blocks = out / "scene_blocks"
-    with progress_bar(2 * len(GENERIC_TASKS) if args.eval_scenes else len(GENERIC_TASKS), "scenes") as advance:
-        train = scenes(args.split, args.scenes, args.seed, cfg.input_size, args.workers, blocks, advance, head_size)
-        held = (scenes("test", args.eval_scenes, args.seed + TEST_SEED_OFFSET, cfg.input_size, args.workers, blocks,
-                       advance, head_size) if args.eval_scenes else None)
-    collect_s = time.perf_counter() - start
-    text_encoder = load_text_encoder()
-    t0 = time.perf_counter()
-    train_in = localiser_inputs(bundle, train["images"], train["head_images"], list(train["instructions"]),
-                                text_encoder, cfg.grid)
-    held_in = (localiser_inputs(bundle, held["images"], held["head_images"], list(held["instructions"]),
-                                text_encoder, cfg.grid) if held is not None else None)
-    prepare_s = time.perf_counter() - t0
-    baseline = image_errors(held_in["head_uv"], held["target_uv"]) if held is not None else {}
-    tcfg = LocaliserTrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
-    log = TrainLog(out)
-    history: list[dict[str, Any]] = []
-    with progress_bar(args.epochs, "training base localiser") as advance:
-        def on_epoch(epoch: int, loss: float, net: Any) -> None:
-            rec: dict[str, Any] = {"epoch": epoch, "loss": round(loss, 5)}
-            if held is not None:
-                rec["test"] = image_errors(predict_uv(net, cfg, held["images"], held_in["maps"]), held["target_uv"])
-            history.append(rec)
-            log.append(rec)
-            advance(1)
+    with FolderLock(out):  # one writer per output folder, for the whole run
+        blocks = out / "scene_blocks"
+        with progress_bar(2 * len(GENERIC_TASKS) if args.eval_scenes else len(GENERIC_TASKS), "scenes") as advance:
+            train = scenes(args.split, args.scenes, args.seed, cfg.input_size, args.workers, blocks, advance, head_size)
+            held = (scenes("test", args.eval_scenes, args.seed + TEST_SEED_OFFSET, cfg.input_size, args.workers, blocks,
+                           advance, head_size) if args.eval_scenes else None)
+        collect_s = time.perf_counter() - start
+        text_encoder = load_text_encoder()
+        t0 = time.perf_counter()
+        train_in = localiser_inputs(bundle, train["images"], train["head_images"], list(train["instructions"]),
+                                    text_encoder, cfg.grid)
+        held_in = (localiser_inputs(bundle, held["images"], held["head_images"], list(held["instructions"]),
+                                    text_encoder, cfg.grid) if held is not None else None)
+        prepare_s = time.perf_counter() - t0
+        baseline = image_errors(held_in["head_uv"], held["target_uv"]) if held is not None else {}
+        tcfg = LocaliserTrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
+        log = TrainLog(out)
+        history: list[dict[str, Any]] = []
+        with progress_bar(args.epochs, "training base localiser") as advance:
+            def on_epoch(epoch: int, loss: float, net: Any) -> None:
+                rec: dict[str, Any] = {"epoch": epoch, "loss": round(loss, 5)}
+                if held is not None:
+                    rec["test"] = image_errors(predict_uv(net, cfg, held["images"], held_in["maps"]), held["target_uv"])
+                history.append(rec)
+                log.append(rec)
+                advance(1)
 
-        t1 = time.perf_counter()
-        net = train_localiser(train["images"], train_in["maps"], train["target_uv"], cfg, tcfg, on_epoch=on_epoch)
-        train_s = time.perf_counter() - t1
-    command = "python -m launch.train_localiser " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    facts = {"command": command, "seed": args.seed, "split": args.split, "scenes": int(len(train["images"])),
-             "head_sha256": read_manifest(args.checkpoint)["weights_sha256"], "collect_s": round(collect_s, 1),
-             "prepare_s": round(prepare_s, 1), "train_s": round(train_s, 1), "train_config": asdict(tcfg),
-             "test_without_localiser": baseline, "final": history[-1] if history else {}}
-    entry = save_localiser(net, cfg, out, training=facts)
-    write_json_atomic(out / "localiser.json", entry)
-    if args.attach:
-        attach_localiser(args.checkpoint, out)
-    final = history[-1].get("test", {}) if history else {}
-    summary = log.write_summary({
-        "env": "personalized_simpler:generic", "agent": "generic_vla_localiser", "steps": args.epochs,
-        "return_last100": final.get("within_4px"), "steps_per_second": args.epochs / max(train_s, 1e-9),
-        "wall_s": round(time.perf_counter() - start, 1), "weights_sha256": entry["sha256"], "command": command,
-        "attached_to": str(args.checkpoint) if args.attach else None, "test_without_localiser": baseline,
-        "history": history,
-    })
-    log.close()
-    return summary
+            t1 = time.perf_counter()
+            net = train_localiser(train["images"], train_in["maps"], train["target_uv"], cfg, tcfg, on_epoch=on_epoch)
+            train_s = time.perf_counter() - t1
+        command = "python -m launch.train_localiser " + " ".join(
+            shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+        facts = {"command": command, "seed": args.seed, "split": args.split, "scenes": int(len(train["images"])),
+                 "head_sha256": read_manifest(args.checkpoint)["weights_sha256"], "collect_s": round(collect_s, 1),
+                 "prepare_s": round(prepare_s, 1), "train_s": round(train_s, 1), "train_config": asdict(tcfg),
+                 "test_without_localiser": baseline, "final": history[-1] if history else {}}
+        entry = save_localiser(net, cfg, out, training=facts)
+        write_json_atomic(out / "localiser.json", entry)
+        if args.attach:
+            attach_localiser(args.checkpoint, out)
+        final = history[-1].get("test", {}) if history else {}
+        summary = log.write_summary({
+            "env": "personalized_simpler:generic", "agent": "generic_vla_localiser", "steps": args.epochs,
+            "return_last100": final.get("within_4px"), "steps_per_second": args.epochs / max(train_s, 1e-9),
+            "wall_s": round(time.perf_counter() - start, 1), "weights_sha256": entry["sha256"], "command": command,
+            "attached_to": str(args.checkpoint) if args.attach else None, "test_without_localiser": baseline,
+            "history": history,
+        })
+        log.close()
+        return summary
 
 
 @main_guard

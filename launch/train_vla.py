@@ -42,6 +42,7 @@ from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
 from policies.vla.training import DemoArrays, TrainConfig, epoch_steps, train_head
 from policies.vla.vision_input import image_features
 from sim_benchmarks.progress import progress_bar
+from sim_benchmarks.results_folder import FolderLock, check_out_dir
 from sim_benchmarks.train_log import TrainLog, write_json_atomic
 
 CACHE_FORMAT = "embodia.vla_demos/1"
@@ -274,6 +275,9 @@ def build_parser() -> ArgumentParser:
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse, collect (or load) demos, train, evaluate, write checkpoint + metrics; returns the summary."""
     args = build_parser().parse_args(argv)
+    check_out_dir(args.out)  # usable before any other check or work
+    if args.checkpoint_out is not None:
+        check_out_dir(args.checkpoint_out, "--checkpoint-out")
     tasks = [t for t in args.tasks.split(",") if t]
     for t in tasks:
         if t not in GENERIC_TASKS:
@@ -330,73 +334,73 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if init is not None and init.config.vision != vision:
         raise ConfigError(f"--init {str(args.init)!r} was trained on {init.config.vision.backbone} at "
                           f"{init.config.vision.input_size}px, not {vision.backbone} at {vision.input_size}px")
-    out.mkdir(parents=True, exist_ok=True)  # only once every option has been checked: bad input writes nothing
-    cache = args.demo_cache or out / "demos.npz"
-    if args.demo_cache is None and not cache.exists():
-        t0 = time.perf_counter()
-        blocks = args.demo_blocks or out / "demo_blocks"
-        demos = collect(demo_cfg, vision, args.workers, blocks)
-        if driven_cfg is not None:
-            demos.extend(collect(driven_cfg, vision, args.workers, blocks))
-        if not demos.actions:
-            raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")
-        save_cache(cache, demos, demo_cfg, vision)
-        collect_s = time.perf_counter() - t0
-    else:
-        collect_s = 0.0
-    meta, arr = load_cache(cache, vision)
-    encoder = load_text_encoder()
-    texts = encoder.encode(meta["instructions"])
-    embodiment = np.asarray([GENERIC_TASKS[t].embodiment for t in meta["tasks"]])
-    data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
-                      arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"), arr.get("goals"),
-                      embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None)
-    head_cfg = init.config if init is not None else HeadConfig(
-        vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
-        dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0, memory=args.memory,
-        words=args.words)
-    train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                            patience=args.patience, max_minutes=args.minutes, seed=args.seed,
-                            shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
-                            heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise)
-    log = TrainLog(out)
-    with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
-        bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append, init=init)
-    command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
-                                                                                 else sys.argv[1:]))
-    episodes = meta["episodes"]
-    demo_stats = {"attempted": len(episodes), "kept": int(sum(e["success"] for e in episodes)),
-                  "frames": len(data), "collect_s": round(collect_s, 1),
-                  "driven": int(sum("driven_steps" in e for e in episodes))}
-    ckpt = args.checkpoint_out or out / "checkpoint"
-    training_facts = {"command": command, "seed": args.seed, "demos": demo_stats,
-                      "train": {k: v for k, v in stats.items() if k != "history"},
-                      "train_config": {k: v for k, v in asdict(replace(train_cfg, head=head_cfg)).items()
-                                       if k != "head"}}
-    digest = save_checkpoint(bundle, ckpt, training=training_facts)
-    if init is not None and "attributes" in read_manifest(args.init):
-        attach_attributes(ckpt, args.init)
-        bundle = load_checkpoint(ckpt)  # the evaluation below then runs the policy as it ships
-    evaluation: dict[str, Any] = {}
-    if args.eval_episodes > 0:
-        policy = GenericVLA(bundle)
-        evaluation = evaluate(policy, tasks, args.eval_episodes, args.seed)
-        for task, rec in evaluation.items():
-            if isinstance(rec, dict):
-                log.append({"eval_task": task, **rec})
-    wall = time.perf_counter() - start
-    grad_steps = stats["epochs_run"] * stats["steps_per_epoch"]
-    summary = log.write_summary({
-        "env": "personalized_simpler:generic", "agent": "generic_vla_bc", "steps": grad_steps,
-        "return_last100": evaluation.get("mean_success_rate"), "steps_per_second": grad_steps / max(
-            stats["train_s"], 1e-9), "wall_s": round(wall, 1), "checkpoint": str(ckpt), "weights_sha256": digest,
-        "command": command, "demos": demo_stats, "train": training_facts["train"], "eval": evaluation,
-    })
-    write_json_atomic(Path(ckpt) / "metrics.json", {"command": command, "weights_sha256": digest,
-                                                   "demos": demo_stats, "train": training_facts["train"],
-                                                   "eval_test_split": evaluation})
-    log.close()
-    return summary
+    with FolderLock(out):  # only once every option has been checked: bad input writes nothing; one writer
+        cache = args.demo_cache or out / "demos.npz"
+        if args.demo_cache is None and not cache.exists():
+            t0 = time.perf_counter()
+            blocks = args.demo_blocks or out / "demo_blocks"
+            demos = collect(demo_cfg, vision, args.workers, blocks)
+            if driven_cfg is not None:
+                demos.extend(collect(driven_cfg, vision, args.workers, blocks))
+            if not demos.actions:
+                raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")
+            save_cache(cache, demos, demo_cfg, vision)
+            collect_s = time.perf_counter() - t0
+        else:
+            collect_s = 0.0
+        meta, arr = load_cache(cache, vision)
+        encoder = load_text_encoder()
+        texts = encoder.encode(meta["instructions"])
+        embodiment = np.asarray([GENERIC_TASKS[t].embodiment for t in meta["tasks"]])
+        data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
+                          arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"), arr.get("goals"),
+                          embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None)
+        head_cfg = init.config if init is not None else HeadConfig(
+            vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
+            dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0, memory=args.memory,
+            words=args.words)
+        train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                                patience=args.patience, max_minutes=args.minutes, seed=args.seed,
+                                shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
+                                heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise)
+        log = TrainLog(out)
+        with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
+            bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append, init=init)
+        command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
+                                                                                     else sys.argv[1:]))
+        episodes = meta["episodes"]
+        demo_stats = {"attempted": len(episodes), "kept": int(sum(e["success"] for e in episodes)),
+                      "frames": len(data), "collect_s": round(collect_s, 1),
+                      "driven": int(sum("driven_steps" in e for e in episodes))}
+        ckpt = args.checkpoint_out or out / "checkpoint"
+        training_facts = {"command": command, "seed": args.seed, "demos": demo_stats,
+                          "train": {k: v for k, v in stats.items() if k != "history"},
+                          "train_config": {k: v for k, v in asdict(replace(train_cfg, head=head_cfg)).items()
+                                           if k != "head"}}
+        digest = save_checkpoint(bundle, ckpt, training=training_facts)
+        if init is not None and "attributes" in read_manifest(args.init):
+            attach_attributes(ckpt, args.init)
+            bundle = load_checkpoint(ckpt)  # the evaluation below then runs the policy as it ships
+        evaluation: dict[str, Any] = {}
+        if args.eval_episodes > 0:
+            policy = GenericVLA(bundle)
+            evaluation = evaluate(policy, tasks, args.eval_episodes, args.seed)
+            for task, rec in evaluation.items():
+                if isinstance(rec, dict):
+                    log.append({"eval_task": task, **rec})
+        wall = time.perf_counter() - start
+        grad_steps = stats["epochs_run"] * stats["steps_per_epoch"]
+        summary = log.write_summary({
+            "env": "personalized_simpler:generic", "agent": "generic_vla_bc", "steps": grad_steps,
+            "return_last100": evaluation.get("mean_success_rate"), "steps_per_second": grad_steps / max(
+                stats["train_s"], 1e-9), "wall_s": round(wall, 1), "checkpoint": str(ckpt), "weights_sha256": digest,
+            "command": command, "demos": demo_stats, "train": training_facts["train"], "eval": evaluation,
+        })
+        write_json_atomic(Path(ckpt) / "metrics.json", {"command": command, "weights_sha256": digest,
+                                                       "demos": demo_stats, "train": training_facts["train"],
+                                                       "eval_test_split": evaluation})
+        log.close()
+        return summary
 
 
 @main_guard

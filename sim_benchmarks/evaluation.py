@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, KeysView, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,14 @@ from sim_benchmarks import registry
 from sim_benchmarks.executors import EXECUTORS, make_executor
 from sim_benchmarks.jobs import make_jobs
 from sim_benchmarks.leaderboard import write_leaderboard
+from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.store import ResultsStore
 from sim_benchmarks.summary import build_summary
 from sim_benchmarks.train_log import write_json_atomic
+
+# Bounds on what one run may ask for: the job list is built in memory, and every worker is a process.
+MAX_EPISODES = 200_000  # tasks x policies x episodes
+MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))
 
 
 @dataclass
@@ -70,10 +76,13 @@ def validate(cfg: EvalConfig) -> tuple[registry.SuiteSpec, list[str], list[str],
     episodes = suite.default_episodes if cfg.episodes is None else cfg.episodes
     if episodes < 1:
         raise ConfigError(f"--episodes must be a positive integer, got {episodes}")
+    if episodes * len(tasks) * len(names) > MAX_EPISODES:
+        raise ConfigError(f"--episodes {episodes} x {len(tasks)} task(s) x {len(names)} policy(ies) is "
+                          f"{episodes * len(tasks) * len(names)} episodes; at most {MAX_EPISODES} per run")
     if cfg.workers is None:
         cfg.workers = suite.default_workers
-    if cfg.workers < 1:
-        raise ConfigError(f"--workers must be a positive integer, got {cfg.workers}")
+    if not 1 <= cfg.workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be in 1..{MAX_WORKERS}, got {cfg.workers}")
     if cfg.executor is None:
         cfg.executor = "process" if cfg.workers > 1 else "serial"
     if cfg.video < 0:
@@ -88,6 +97,93 @@ def validate(cfg: EvalConfig) -> tuple[registry.SuiteSpec, list[str], list[str],
     return suite, tasks, names, episodes
 
 
+class _ReadTracker(Mapping):
+    """The options a suite's ``make_env`` is given, recording which keys it asked for.
+
+    A key the suite never asked for (by ``get``, ``[]`` or ``in``) is one it ignores: a typo that would run the
+    default silently. A suite that enumerates the options (``dict(options)``, iteration) checks them itself.
+    """
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._options = dict(options)
+        self.asked: set[str] = set()
+        self.enumerated = False
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return self._options[key]
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return key in self._options
+
+    def __iter__(self) -> Iterator[str]:
+        self.enumerated = True
+        return iter(self._options)
+
+    def __len__(self) -> int:
+        return len(self._options)
+
+    def keys(self) -> KeysView[str]:  # dict(mapping) calls keys(): that enumerates
+        self.enumerated = True
+        return self._options.keys()
+
+
+def _user_error(flag: str, options: Mapping[str, Any], where: str, exc: Exception) -> ConfigError:
+    shown = " ".join(f"{k}={v}" for k, v in options.items())
+    return ConfigError(f"{flag} {shown} rejected by {where}: {type(exc).__name__}: {exc}")
+
+
+def check_buildable(suite: registry.SuiteSpec, tasks: list[str], names: list[str], cfg: EvalConfig) -> None:
+    """Build each task's env and each policy once, before anything is written, and throw them away.
+
+    This finds bad option values, option keys the suite never reads, and unreadable checkpoints up front instead
+    of in a worker after the first results were written. An exception raised only because of the user's options
+    (ValueError, TypeError or KeyError with options given) is reported as a user error naming them.
+    """
+    tracker = _ReadTracker(cfg.env_options)
+    first = None
+    # Env options can be task-specific (e.g. an image only for personalised tasks), so each task is built once
+    # when options are given; without options the first task's env suffices to build the policies on.
+    for task in tasks if cfg.env_options else tasks[:1]:
+        try:
+            env = suite.make_env(task, tracker)
+        except ConfigError:
+            raise
+        except (ValueError, TypeError, KeyError) as exc:
+            if not cfg.env_options:
+                raise
+            raise _user_error("--env-option", cfg.env_options, f"{suite.name}/{task}", exc) from None
+        if first is None:
+            first = (task, env)
+        else:
+            env.close()
+    ignored = sorted(set(cfg.env_options) - tracker.asked) if not tracker.enumerated else []
+    if ignored:
+        if first is not None:
+            first[1].close()
+        valid = ", ".join(sorted(tracker.asked)) or "(none)"
+        raise ConfigError(f"unknown env option {ignored[0]!r} for {suite.name} (the suite never reads it); "
+                          f"valid: {valid}")
+    assert first is not None
+    task, env = first
+    try:
+        policies = registry.policies()
+        for name in names:
+            ctx = registry.PolicyContext(suite=suite.name, task=task, policy=name, seed=cfg.seed, env=env,
+                                         options=dict(cfg.policy_options))
+            try:
+                policies[name].factory(ctx)
+            except ConfigError:
+                raise
+            except (ValueError, TypeError, KeyError) as exc:
+                if not cfg.policy_options:
+                    raise
+                raise _user_error("--policy-option", cfg.policy_options, f"policy {name}", exc) from None
+    finally:
+        env.close()
+
+
 def default_out_dir(suite: str) -> Path:
     """A fresh timestamped folder under runs/."""
     return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{suite.replace('/', '_')}"
@@ -100,12 +196,13 @@ def run_evaluation(cfg: EvalConfig, on_progress: Callable[[int], None] | None = 
     ``on_start(n)`` is told how many episodes remain; ``on_progress(1)`` is called per finished episode.
     """
     suite, tasks, names, episodes = validate(cfg)
-    out = Path(cfg.out) if cfg.out else default_out_dir(suite.name)
+    out = check_out_dir(cfg.out) if cfg.out else default_out_dir(suite.name)
+    check_buildable(suite, tasks, names, cfg)
     config = {
         "env": cfg.env, "benchmark": suite.name, "tasks": tasks, "policies": names, "episodes": episodes,
         "seed": cfg.seed, "video": cfg.video, "env_options": cfg.env_options, "policy_options": cfg.policy_options,
     }
-    store = ResultsStore(out, config, resume=cfg.resume)
+    store = ResultsStore(out, config, resume=cfg.resume)  # validates resume, then locks the folder until close()
     start = time.perf_counter()
     try:
         done = store.done_keys()
@@ -119,13 +216,13 @@ def run_evaluation(cfg: EvalConfig, on_progress: Callable[[int], None] | None = 
             if on_progress:
                 on_progress(1)
         summary = build_summary(suite.name, store.records(), config, time.perf_counter() - start)
-    except ConfigError:  # e.g. a bad policy option found when the first worker builds the policy
+        write_json_atomic(out / "summary.json", summary)
+        write_leaderboard([summary], out)
+    except ConfigError:  # a user error only a worker could find: remove what a fresh run wrote
         store.discard_if_empty()
         raise
     finally:
         store.close()
-    write_json_atomic(out / "summary.json", summary)
-    write_leaderboard([summary], out)
     return summary, out
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +44,10 @@ PATTERN_WORDS: dict[str, str] = {
 CATEGORIES: tuple[str, ...] = ("mug", "cup", "bowl", "bottle", "can", "box")
 INSTANCES_PER_CATEGORY = 18  # indices 0-9 train, 10-17 test
 TEXTURE_SIZE = (128, 256)  # (height, width) of every texture; u (width) wraps around the object
+# A user texture is downsampled to TEXTURE_SIZE anyway; a larger image is refused from its header, before decoding,
+# so a huge or decompression-bomb file cannot exhaust memory.
+MAX_TEXTURE_SIDE = 8192
+MAX_TEXTURE_PIXELS = 4096 * 4096
 _LETTER_WORDS = ("ANNA", "MAX", "LEO", "MIA", "SAM", "ZOE", "BEN", "EVA")
 
 
@@ -219,13 +225,26 @@ def _font(size: int) -> ImageFont.ImageFont:
 
 
 def load_user_texture(path: str | os.PathLike) -> np.ndarray:
-    """A user's texture image resized to the library's texture size; ConfigError if it cannot be read."""
+    """A user's texture image resized to the library's texture size; ConfigError if it cannot be read or its header
+    declares more than ``MAX_TEXTURE_PIXELS`` pixels (or a side over ``MAX_TEXTURE_SIDE``)."""
+    cap = f"the cap of {MAX_TEXTURE_PIXELS} pixels ({MAX_TEXTURE_SIDE} px a side); resize it first"
     try:
-        with Image.open(path) as img:
-            rgb = img.convert("RGB").resize((TEXTURE_SIZE[1], TEXTURE_SIZE[0]), Image.BILINEAR)
-            return np.asarray(rgb, np.uint8).copy()
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read personal_texture {str(path)!r}: {type(exc).__name__}") from exc
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as img:  # reads the header only
+                width, height = img.size
+                if width * height > MAX_TEXTURE_PIXELS or max(width, height) > MAX_TEXTURE_SIDE:
+                    raise ConfigError(f"personal_texture {str(path)!r} is {width}x{height}, over {cap}")
+                rgb = img.convert("RGB").resize((TEXTURE_SIZE[1], TEXTURE_SIZE[0]), Image.BILINEAR)
+                return np.asarray(rgb, np.uint8).copy()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ConfigError(f"personal_texture {str(path)!r} is over {cap}") from None
+    except ConfigError:
+        raise
+    # Decoders report a truncated or malformed file in several ways; all mean the user's file is unreadable.
+    except (OSError, ValueError, SyntaxError, EOFError, struct.error) as exc:
+        raise ConfigError(f"cannot read personal_texture {str(path)!r}: {type(exc).__name__}; expected a PNG or "
+                          f"JPEG image") from exc
 
 
 # ---------------------------------------------------------------------------------------------------- meshes
