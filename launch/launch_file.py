@@ -10,7 +10,8 @@ argument). Unknown tags or attributes are errors, as in ROS 2.
 
 Every mistake in a file is a ConfigError that starts with ``file:line``: malformed XML/YAML, a missing or unknown
 attribute, a value of the wrong kind, an include cycle, a substitution the ROS 2 grammar rejects, or an
-``$(eval)`` that is not allowed or fails. ``$(eval)`` is a sandbox: literals and arithmetic, boolean and comparison operators only (no names,
+``$(eval)`` that is not allowed or fails. ``$(eval)`` is a sandbox: literals and arithmetic, boolean and
+comparison operators only (no names,
 attributes, calls or subscripts), expressions of at most ``MAX_EXPR_CHARS`` characters and ``MAX_EXPR_NODES``
 syntax nodes, integers of at most ``MAX_INT_BITS`` bits and strings of at most ``MAX_VALUE_CHARS`` characters.
 A substitution is either fully expanded or rejected; its result is never scanned again.
