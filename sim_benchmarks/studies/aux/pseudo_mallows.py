@@ -27,7 +27,6 @@ from policies.aux.structured.pseudo_mallows import (
     exact_mallows_sample,
     factor_scores,
     kl_to_exact,
-    log_q,
     sample,
     top_k_tiers,
 )
