@@ -46,17 +46,21 @@ def embed(texts: list[str]) -> np.ndarray:
 
 
 def make_head(seed: int) -> nn.Sequential:
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(384, 128), nn.ReLU(), nn.Linear(128, N_TOPICS + 1))
+    """384-128-7 MLP head with a seeded initialisation (the global torch RNG is left as it was)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(384, 128), nn.ReLU(), nn.Linear(128, N_TOPICS + 1))
 
 
 def batches(x: torch.Tensor, y: torch.Tensor, epochs: int, gen: torch.Generator):
+    """Shuffled mini-batches of 32 for ``epochs`` passes."""
     for _ in range(epochs):
         for idx in torch.randperm(len(x), generator=gen).split(32):
             yield x[idx], y[idx]
 
 
 def ce(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the head on a batch (utility and safety loss alike)."""
     return nn.functional.cross_entropy(model(x), y)
 
 
