@@ -14,8 +14,9 @@ univariate Mallows-like distribution over the ranks not yet taken,
 i.e. the footrule term of item i alone, with each user's missing rank marginalised over its tier. ``S`` also defines
 the marginalised target ``p_m(ρ) ∝ exp(Σ_i S[i, ρ_i])``; the order is chosen to minimise the marginalised KL
 ``KL(q_o ‖ p_m)`` (up to its constant, estimated with common random numbers) by local search over insertion moves
-from several starting orders, the first of them middle-out (items of middle expected rank first, the extremes last). For n ≤ 8 the exact posterior (every completion of every
-user's tiers, through permanents) is available to check the approximation.
+from several starting orders, the first of them middle-out (items of middle expected rank first, the
+extremes last). For n ≤ 8 the exact posterior (every completion of every user's tiers, through permanents) is
+available to check the approximation.
 
 Ranks are 0-based throughout (0 = best).
 """

@@ -7,10 +7,10 @@ exact ``KL(q_o ‖ p)`` is computed for the order chosen by the marginalised-KL 
 orders at n = 6, 50 random orders at n = 7, 8) and for the best order (n = 6).
 
 Part 2, speed (n = 30, two datasets per seed): 100 users with click data (each clicks its top 3-10 items, unordered)
-from a Plackett-Luce generator around a consensus; posterior with α = 3. Pseudo-Mallows (order search: the three heuristic
-starts scored on 200 draws and one sweep of adjacent moves from the best; then 2,000 draws)
-against Metropolis-Hastings with leap-and-shift proposals and data augmentation (20,000 iterations, 5,000 burn-in,
-thinning 10). Each returns the 10 items most probably in the top 10; recall = overlap with the true consensus top 10.
+from a Plackett-Luce generator around a consensus; posterior with α = 3. Pseudo-Mallows (order search: the three
+heuristic starts scored on 200 draws, one sweep of adjacent moves from the best; then 2,000 draws) against
+Metropolis-Hastings with leap-and-shift proposals and data augmentation (20,000 iterations, 5,000 burn-in, thinning
+10). Each returns the 10 items most probably in the top 10; recall = overlap with the true consensus top 10.
 """
 
 from __future__ import annotations
