@@ -80,7 +80,7 @@ def test_projection_step_reaches_tau_on_a_linear_loss_and_respects_the_cap():
     assert moved == pytest.approx(1.8 / 5.0)
     theta2 = torch.zeros(2, requires_grad=True)
     moved = safety_projection_step([theta2], a @ theta2 + 2.0, tau=0.2, eta=0.1)
-    assert moved == pytest.approx(0.1) and float(theta2.norm()) == pytest.approx(0.1)
+    assert moved == pytest.approx(0.1) and theta2.norm().item() == pytest.approx(0.1)
     theta3 = torch.zeros(2, requires_grad=True)
     assert safety_projection_step([theta3], a @ theta3 + 0.1, tau=0.2, eta=1.0) == 0.0  # below tau: no step
 
