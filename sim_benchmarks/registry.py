@@ -103,10 +103,11 @@ def register_policy(spec: PolicySpec) -> PolicySpec:
     return spec
 
 
-def extend_policy(name: str, suite: str, factory: Callable[[PolicyContext], Any]) -> PolicySpec:
+def extend_policy(name: str, suite: str, factory: Callable[[PolicyContext], Any],
+                  options: tuple[str, ...] = ()) -> PolicySpec:
     """Offer the already registered policy ``name`` for one more ``suite`` too, built there by ``factory``.
 
-    The other suites keep the original factory; name, options and options type stay as registered.
+    The other suites keep the original factory; ``options`` adds option keys the new factory reads.
     """
     spec = _POLICIES[name]
     original = spec.factory
@@ -115,7 +116,8 @@ def extend_policy(name: str, suite: str, factory: Callable[[PolicyContext], Any]
         return factory(ctx) if ctx.suite == suite else original(ctx)
 
     suites = spec.suites if not spec.suites or suite in spec.suites else (*spec.suites, suite)
-    return register_policy(replace(spec, suites=suites, factory=build))
+    return register_policy(replace(spec, suites=suites, factory=build,
+                                   options=tuple(dict.fromkeys((*spec.options, *options)))))
 
 
 def register_trainer(spec: TrainerSpec) -> TrainerSpec:

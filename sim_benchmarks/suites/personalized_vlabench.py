@@ -68,3 +68,58 @@ def _expert(ctx: PolicyContext) -> Any:
 
 
 registry.extend_policy("scripted_expert", SUITE, _expert)
+
+
+def _absolute(builder: Any) -> Any:
+    """A SIMPLER policy factory made to emit absolute targets when the env takes them (the default)."""
+
+    def build(ctx: PolicyContext) -> Any:
+        policy = builder(ctx)
+        if ctx.env.unwrapped.config.action_mode == "absolute":
+            from policies.delta_adapter import DeltaToAbsolute
+
+            return DeltaToAbsolute(policy)
+        return policy
+
+    return build
+
+
+registry.extend_policy("generic", SUITE, _absolute(vla_policies._generic))
+registry.extend_policy("hard_prompt", SUITE, _absolute(vla_policies._hard_prompt))
+registry.extend_policy("soft_prompt", SUITE, _absolute(vla_policies._soft_prompt))
+
+VIEW_OPTION = "vap_views"  # comma-separated grounding views (default: left,right,front)
+DEFAULT_VIEWS = ("left", "right", "front")
+
+
+def _views(ctx: PolicyContext) -> tuple[str, ...]:
+    from envs.manipulation.vlabench.scene import CAMERAS
+
+    raw = ctx.options.get(VIEW_OPTION, ",".join(DEFAULT_VIEWS))
+    views = tuple(v.strip() for v in (raw.split(",") if isinstance(raw, str) else raw) if str(v).strip())
+    for v in views:
+        if v not in CAMERAS:
+            raise choice_error("vap_views view", v, CAMERAS)
+    if "front" not in views:
+        raise ConfigError(f"vap_views must include front (the base policy's view), got {','.join(views)}")
+    available = ctx.env.unwrapped.config.cameras
+    missing = [v for v in views if v not in available]
+    if missing:
+        raise ConfigError(f"vap_views {','.join(missing)} not rendered; env cameras: {','.join(available)}")
+    return views
+
+
+def _vap(ctx: PolicyContext, oracle: bool) -> Any:
+    """VAP with multi-view grounding: the SIMPLER VAP's parts, grounding fused over ``vap_views``."""
+    from policies.vap_multiview import MultiViewVAP
+
+    views = _views(ctx)
+    single = vap_policies.build_vap(ctx, oracle=oracle)  # detector, matcher, tracker, prompter and base as there
+    env = ctx.env.unwrapped
+    return MultiViewVAP(single.base, views, lambda: env.camera_sensors(views), detector=single.detector,
+                        matcher=single.matcher, tracker=single.tracker, prompter=single.prompter,
+                        config=single.config, target_id_fn=lambda: int(env.personal_body_id))
+
+
+registry.extend_policy("vap", SUITE, lambda ctx: _vap(ctx, oracle=False), options=(VIEW_OPTION,))
+registry.extend_policy("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True), options=(VIEW_OPTION,))

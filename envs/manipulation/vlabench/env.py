@@ -40,6 +40,7 @@ from envs.manipulation.vlabench.scene import (
     Look,
     ObjectSpec,
     VLABenchScene,
+    apply_delta,
     backend_check,
     matrix_to_euler,
 )
@@ -253,7 +254,6 @@ class PersonalizedVLABenchEnv(gym.Env):
             "personal_object": target.instance_id, "instruction": self._instruction,
             "distractors": [o.instance.instance_id for o in self.objects[1:] if o.role == "distractor"],
             "reference_images": self._reference_images(target, texture),
-            "personal_body_id": self.objects[0].body,
         }
         if not self.track.personalized:
             info["target_attributes"] = dict(target.attributes)
@@ -284,12 +284,8 @@ class PersonalizedVLABenchEnv(gym.Env):
         sc = self.scene
         if self.config.action_mode == "absolute":
             pos, rpy = a[:3], a[3:6]
-        else:  # SIMPLER delta in the robot base frame (x forward = world +y), applied to the commanded target
-            d = np.clip(a[:3], -MAX_DELTA_POS, MAX_DELTA_POS)
-            c, s = math.cos(BASE_YAW), math.sin(BASE_YAW)
-            pos = sc.target_pos + np.array([c * d[0] - s * d[1], s * d[0] + c * d[1], d[2]])
-            rpy = sc.target_rpy.copy()
-            rpy[2] = (rpy[2] + float(np.clip(a[5], -MAX_DELTA_ROT, MAX_DELTA_ROT)) + math.pi) % (2 * math.pi) - math.pi
+        else:  # SIMPLER delta in the robot base frame, applied to the commanded target
+            pos, rpy = apply_delta(sc.target_pos, sc.target_rpy, a[:6], MAX_DELTA_POS, MAX_DELTA_ROT)
         sc.apply_target(pos, rpy, bool(a[6] > 0.0))
         self._steps += 1
         self._update_metrics()
@@ -364,12 +360,28 @@ class PersonalizedVLABenchEnv(gym.Env):
         self.scene.close()
 
     # ------------------------------------------------------------------ privileged access (experts, oracles)
+    @property
+    def personal_body_id(self) -> int:
+        """MuJoCo body id of the target (privileged: grounding metrics and the oracle only)."""
+        return self.objects[0].body if self.objects else -1
+
+    def camera_sensors(self, views: tuple[str, ...]) -> dict[str, Any]:
+        """Depth (metres), body-id segmentation and pose (position, rotation, fovy) of ``views`` now.
+
+        Depth and camera poses are what a calibrated RGB-D rig gives a policy; segmentation is for metrics and
+        the oracle only.
+        """
+        sc = self.scene
+        return {"depth": {v: sc.render(v, depth=True) for v in views},
+                "segmentation": {v: sc.render(v, segmentation=True) for v in views},
+                "pose": {v: sc.camera_matrices(v) for v in views}}
+
     def privileged_state(self) -> dict[str, Any]:
         """Ground truth for scripted experts, oracles and metrics — never for evaluated policies.
 
         Keys: ``goal``, ``target`` / ``objects`` (name, body, role, category, position, yaw, radius, height,
         depth, grasped), ``fixture`` (kind, xy, half) or None, ``tcp``, ``tcp_rpy``, ``command`` (pos, rpy,
-        closed), ``gripper_opening``, ``flags``.
+        closed), ``gripper_opening``, ``body_roles`` (body id → role), ``flags``.
         """
         sc = self.scene
         objs = []
@@ -380,8 +392,13 @@ class PersonalizedVLABenchEnv(gym.Env):
                          "radius": o.instance.radius, "height": o.instance.height,
                          "depth": o.instance.shape.get("depth", 1.0), "grasped": sc.grasped(o.name)})
         tcp, mat = sc.tcp_pose()
+        roles = {o.body: o.role for o in self.objects}
+        roles.update({i: "robot" for name, i in sc.body_ids.items() if name.startswith("panda_")})
+        if self.fixture is not None:
+            roles[sc.body_ids[f"fixture_{self.fixture.kind}"]] = "fixture"
+        roles[0] = "table"
         return {
-            "goal": self.task.goal, "target": objs[0] if objs else None, "objects": objs,
+            "goal": self.task.goal, "body_roles": roles, "target": objs[0] if objs else None, "objects": objs,
             "fixture": None if self.fixture is None else {"kind": self.fixture.kind,
                                                           "xy": np.array(self.fixture.position),
                                                           "half": self.fixture.half},

@@ -57,6 +57,21 @@ def matrix_to_euler(mat: np.ndarray) -> np.ndarray:
     return np.array([math.atan2(m[2, 1], m[2, 2]), pitch, math.atan2(m[1, 0], m[0, 0])])
 
 
+def apply_delta(pos: np.ndarray, rpy: np.ndarray, delta: np.ndarray, max_pos: float, max_rot: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """A SIMPLER delta [dx, dy, dz, droll, dpitch, dyaw] in the robot base frame applied to a world TCP target.
+
+    Translations are clipped to ``max_pos`` per axis and rotated into the world (base x = world +y); roll and pitch
+    are ignored (top-down, as in SIMPLER); the yaw change is clipped to ``max_rot``.
+    """
+    d = np.clip(np.asarray(delta[:3], float), -max_pos, max_pos)
+    c, s = math.cos(BASE_YAW), math.sin(BASE_YAW)
+    new_pos = np.asarray(pos, float) + np.array([c * d[0] - s * d[1], s * d[0] + c * d[1], d[2]])
+    new_rpy = np.asarray(rpy, float).copy()
+    new_rpy[2] = (new_rpy[2] + float(np.clip(delta[5], -max_rot, max_rot)) + math.pi) % (2 * math.pi) - math.pi
+    return new_pos, new_rpy
+
+
 def _look_at_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Quaternion of a MuJoCo camera at ``eye`` looking at ``target`` (cameras look along their -z, y up)."""
     fwd = np.asarray(target, float) - np.asarray(eye, float)
@@ -158,8 +173,9 @@ class VLABenchScene:
         base.pos = BASE_POS
         base.quat = [math.cos(BASE_YAW / 2), 0.0, 0.0, math.sin(BASE_YAW / 2)]
         world = spec.worldbody
-        world.add_light(name="sun", type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, castshadow=0, dir=list(look.light_dir),
-                        diffuse=[look.light_diffuse] * 3, specular=[0.05] * 3, pos=[0.0, 0.0, 3.0])
+        world.add_light(name="sun", type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, castshadow=0,
+                        dir=list(look.light_dir), diffuse=[look.light_diffuse] * 3, specular=[0.05] * 3,
+                        pos=[0.0, 0.0, 3.0])
         self._surface(spec, world, "floor", look.floor_rgba, look.floor_texture, (0.0, 0.0, 0.0), (3.0, 3.0, 0.01),
                       collide=False)
         tz = TABLE_Z - 0.025

@@ -24,6 +24,11 @@ class SelectionTask:
     conditions: tuple[str, ...]
     description: str
 
+    @property
+    def kind(self) -> str:
+        """The SIMPLER task kind with the same motion ("pick" or "put_on"), e.g. for the soft-prompt map."""
+        return "pick" if self.goal == "pick" else "put_on"
+
 
 TASKS: dict[str, SelectionTask] = {t.name: t for t in (
     SelectionTask("select_my_pick", "pick", None,
