@@ -9,6 +9,7 @@ through MuJoCo's EGL (or OSMesa) backend without shadows or multisampling, so fo
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -125,16 +126,17 @@ class Fixture:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=1)
 def backend_check() -> None:
-    """Raise ConfigError naming the fix when no offscreen GL backend can be created."""
+    """Raise ConfigError naming the fix when MuJoCo cannot render offscreen (checked once per process)."""
+    backend = os.environ.get("MUJOCO_GL")
     try:
-        ctx = mujoco.GLContext(32, 32)
-        ctx.make_current()
-        ctx.free()
+        model = mujoco.MjModel.from_xml_string("<mujoco><worldbody><geom size='.1'/></worldbody></mujoco>")
+        mujoco.Renderer(model, 8, 8).close()
     except Exception as exc:  # noqa: BLE001 — any GL failure means no offscreen rendering
-        raise ConfigError(f"MuJoCo cannot render offscreen with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r} "
-                          f"({type(exc).__name__}); install EGL (libegl1) or set MUJOCO_GL=osmesa with "
-                          "libosmesa6 installed") from None
+        raise ConfigError(f"MuJoCo cannot render offscreen with MUJOCO_GL={backend!r} ({type(exc).__name__}); "
+                          "set MUJOCO_GL=egl (libegl1) or MUJOCO_GL=osmesa (libosmesa6) before mujoco is "
+                          "imported") from None
 
 
 class VLABenchScene:
