@@ -12,7 +12,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -104,6 +104,23 @@ def register_policy(spec: PolicySpec) -> PolicySpec:
     """Add a policy; names are global, ``suites`` restricts where it is offered."""
     _POLICIES[spec.name] = spec
     return spec
+
+
+def extend_policy(name: str, suite: str, factory: Callable[[PolicyContext], Any],
+                  options: tuple[str, ...] = ()) -> PolicySpec:
+    """Offer the already registered policy ``name`` for one more ``suite`` too, built there by ``factory``.
+
+    The other suites keep the original factory; ``options`` adds option keys the new factory reads.
+    """
+    spec = _POLICIES[name]
+    original = spec.factory
+
+    def build(ctx: PolicyContext) -> Any:
+        return factory(ctx) if ctx.suite == suite else original(ctx)
+
+    suites = spec.suites if not spec.suites or suite in spec.suites else (*spec.suites, suite)
+    return register_policy(replace(spec, suites=suites, factory=build,
+                                   options=tuple(dict.fromkeys((*spec.options, *options)))))
 
 
 def register_trainer(spec: TrainerSpec) -> TrainerSpec:

@@ -1,0 +1,75 @@
+"""Tasks, tracks and instruction templates of Personalized-VLABench (selection tasks on "my" object).
+
+Every task is a VLABench-style *selection* task: the scene holds the user's object among 2-4 same-category
+look-alikes (at least one a hard negative: same colour or same pattern) and possibly one object of another
+category; the instruction says "my <category>" (or, on the ``in_distribution`` track, names colour [+ pattern]).
+Success is a condition set; ``progress_score`` = (conditions met + target grasped at some point) / (conditions + 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envs.manipulation.objects import PATTERN_WORDS, ObjectInstance
+
+
+@dataclass(frozen=True)
+class SelectionTask:
+    """One task: the goal (``pick``, ``in_box`` or ``on_plate``), its fixture and its instruction templates."""
+
+    name: str
+    goal: str
+    fixture: str | None  # "box", "plate" or None
+    templates: tuple[str, ...]  # "{obj}" is "my mug" or "the red striped mug"
+    conditions: tuple[str, ...]
+    description: str
+
+    @property
+    def kind(self) -> str:
+        """The SIMPLER task kind with the same motion ("pick" or "put_on"), e.g. for the soft-prompt map."""
+        return "pick" if self.goal == "pick" else "put_on"
+
+
+TASKS: dict[str, SelectionTask] = {t.name: t for t in (
+    SelectionTask("select_my_pick", "pick", None,
+                  ("pick up {obj}", "grab {obj} and lift it", "please pick {obj} up"),
+                  ("lifted",), "pick up my <object> (grasped and lifted 8 cm)"),
+    SelectionTask("select_my_in_box", "in_box", "box",
+                  ("put {obj} in the box", "place {obj} into the box", "please put {obj} in the box"),
+                  ("contained",), "put my <object> into the box (contain condition, released)"),
+    SelectionTask("select_my_on_plate", "on_plate", "plate",
+                  ("put {obj} on the plate", "place {obj} onto the plate", "please put {obj} on the plate"),
+                  ("on_plate",), "put my <object> on the plate (on-top condition, released)"),
+)}
+
+
+@dataclass(frozen=True)
+class Track:
+    """An episode distribution: which objects, how the instruction names the target, and the room's look."""
+
+    name: str
+    personalized: bool  # "my <category>" (else colour [+ pattern] + category)
+    split: str  # library split of target and distractors
+    novel_target: bool  # the target wears a design that no split of the library has
+    random_look: bool  # random table / floor textures and light
+    description: str
+
+
+TRACKS: dict[str, Track] = {t.name: t for t in (
+    Track("personal", True, "test", False, False, "test-split personal objects among look-alikes (the VAP table)"),
+    Track("in_distribution", False, "train", False, False, "generic instructions naming attributes, train designs"),
+    Track("unseen_texture", True, "test", False, True, "personal track with random table/floor textures and light"),
+    Track("cross_instance", True, "test", True, False,
+          "personal objects wearing designs no library split (and no training) ever used"),
+)}
+
+
+def subject(inst: ObjectInstance, personalized: bool, with_pattern: bool) -> str:
+    """The noun phrase: "my mug", "the red mug" or "the red striped mug"."""
+    if personalized:
+        return f"my {inst.category}"
+    if not with_pattern:
+        return f"the {inst.colour} {inst.category}"
+    pattern = "plain" if inst.pattern == "plain" else PATTERN_WORDS[inst.pattern]
+    return f"the {inst.colour} {pattern} {inst.category}" if inst.pattern != "plain" else \
+        f"the plain {inst.colour} {inst.category}"

@@ -1,0 +1,109 @@
+"""A privileged scripted expert for Personalized-VLABench: a top-down grasp of the target, then lift or place.
+
+It reads ground truth through ``env.unwrapped.privileged_state()`` (an oracle: the ceiling and a demonstrator,
+never an evaluated method) and emits VLABench's absolute TCP targets [x, y, z, roll, pitch, yaw, gripper]; each
+waypoint is approached in steps of at most ``STEP`` metres so the hand never sweeps through the scene.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from envs.manipulation.vlabench.scene import TABLE_Z
+from policies.base import policy_seed_rng
+
+STEP = 0.05  # metres per control step toward the current waypoint
+HOVER = 0.10  # approach height above the grasp point
+TABLE_CLEARANCE = 0.012  # lowest TCP height above the table (the fingertips reach a little below the TCP)
+
+
+def _half_turn(angle: float) -> float:
+    return (angle + math.pi / 2) % math.pi - math.pi / 2
+
+
+class VLABenchExpert:
+    """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat)."""
+
+    def __init__(self, env: Any, seed: int = 0, noise_std: float = 0.0) -> None:
+        self.env = env.unwrapped
+        self.noise_std = float(noise_std)
+        self.rng = policy_seed_rng(seed)
+        self.reset("", {})
+
+    def reset(self, instruction: str, info: dict[str, Any]) -> None:
+        """Start over (phase ``approach``)."""
+        if "policy_seed" in info:
+            self.rng = policy_seed_rng(int(info["policy_seed"]))
+        self.phase, self.counter, self.yaw, self.offset = "approach", 0, 0.0, 0.0
+
+    @staticmethod
+    def grasp_yaw(target: dict[str, Any]) -> float:
+        """TCP yaw whose fingers close across the object: on a box's faces, perpendicular to a mug's handle."""
+        yaw = float(target["yaw"])
+        if target["category"] == "box":  # the narrower pair of faces when the box is deep; else either pair
+            across = yaw + math.pi / 2 if target["depth"] >= 1.0 else yaw
+            return _half_turn(across)
+        if target["category"] == "mug":  # fingers close along the body's y axis: the handle stays clear
+            return _half_turn(yaw)
+        return 0.0
+
+    def act(self, obs: Any) -> np.ndarray:
+        """The next absolute TCP target."""
+        ps = self.env.privileged_state()
+        t = ps["target"]
+        tcp = np.asarray(ps["tcp"])
+        tpos = np.asarray(t["position"])
+        base_z = float(tpos[2])
+        grasp_z = max(base_z + max(0.018, t["height"] - 0.035), base_z + TABLE_CLEARANCE)
+        closed = False
+        goal = tcp.copy()
+        if self.phase == "approach":
+            self.yaw = self.grasp_yaw(t)
+            goal = np.array([tpos[0], tpos[1], grasp_z + HOVER])
+            if np.linalg.norm(tcp[:2] - goal[:2]) < 0.004 and abs(tcp[2] - goal[2]) < 0.01:
+                self.phase = "descend"
+        if self.phase == "descend":
+            goal = np.array([tpos[0], tpos[1], grasp_z])
+            if abs(tcp[2] - goal[2]) < 0.008 and np.linalg.norm(tcp[:2] - goal[:2]) < 0.012:
+                self.phase, self.counter = "close", 0
+        if self.phase == "close":
+            closed, goal = True, np.array([tpos[0], tpos[1], grasp_z])
+            self.counter += 1
+            if self.counter >= 4:
+                self.phase, self.offset = "lift", float(tcp[2] - base_z)
+        if self.phase == "lift":
+            closed = True
+            tallest = max(o["height"] for o in ps["objects"])
+            lift_z = float(t["start"][2]) + self.offset + (0.14 if ps["goal"] == "pick" else max(0.12, tallest + 0.06))
+            goal = np.array([tcp[0], tcp[1], lift_z])
+            if ps["goal"] != "pick" and tcp[2] > lift_z - 0.015:
+                self.phase, self.carry_z = "carry", lift_z
+        if self.phase in ("carry", "lower"):
+            closed = True
+            spot = np.asarray(ps["fixture"]["xy"])
+            floor = 0.008 if ps["fixture"]["kind"] == "plate" else 0.007
+            if self.phase == "carry":
+                goal = np.array([spot[0], spot[1], self.carry_z])
+                if np.linalg.norm(tcp[:2] - spot) < 0.012:
+                    self.phase = "lower"
+            if self.phase == "lower":
+                goal = np.array([spot[0], spot[1], TABLE_Z + floor + self.offset + 0.01])
+                if abs(tcp[2] - goal[2]) < 0.01:
+                    self.phase, self.counter = "release", 0
+        if self.phase == "release":
+            self.counter += 1
+            goal = tcp + np.array([0.0, 0.0, 0.0 if self.counter < 4 else 0.05])
+        delta = goal - tcp
+        dist = float(np.linalg.norm(delta))
+        if dist > STEP:
+            goal = tcp + delta * (STEP / dist)
+        if self.noise_std > 0:
+            goal = goal + self.rng.normal(0.0, self.noise_std, 3)
+        return np.array([*goal, math.pi, 0.0, self.yaw, 1.0 if closed else -1.0], np.float32)
+
+    def episode_info(self) -> dict[str, Any]:
+        """The phase the expert ended in (diagnostic)."""
+        return {"expert_phase": self.phase}

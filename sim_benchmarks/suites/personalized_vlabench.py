@@ -1,0 +1,125 @@
+"""Registers the ``personalized_vlabench`` suite (MuJoCo, four cameras, absolute EE actions) and its policies.
+
+The policies keep their names from the SIMPLER suite and are extended to this one with factories that fit its env:
+``scripted_expert`` (the privileged VLABench expert), ``generic`` / ``hard_prompt`` / ``soft_prompt`` (the frozen
+generic VLA, whose SIMPLER deltas are turned into absolute targets), ``vap`` (multi-view grounding) and
+``oracle_mask``. Perception and torch load inside the factories: the CLI imports every suite module per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from envs.errors import ConfigError, choice_error
+from sim_benchmarks import registry
+from sim_benchmarks.registry import PolicyContext, SuiteSpec, register_suite
+
+# The SIMPLER policy modules register first, so their names can be extended below (suite modules otherwise load in
+# alphabetical order).
+from sim_benchmarks.suites import personalized_simpler, vap_policies, vla_policies  # noqa: F401  isort: skip
+
+SUITE = "personalized_vlabench"
+
+
+def _make(task: str, options: Mapping[str, Any]):
+    from envs.manipulation.vlabench.tasks import TASKS
+
+    try:
+        from envs.manipulation.vlabench.env import make_env
+    except ImportError as exc:
+        raise ConfigError(f"personalized_vlabench needs the 'vlabench' extra ({exc.name} is missing): "
+                          "pip install 'embodia[vlabench]'") from None
+    if task not in TASKS:
+        raise choice_error("task", task, sorted(TASKS))
+    return make_env(task, options)
+
+
+def _tasks() -> dict[str, str]:
+    from envs.manipulation.vlabench.tasks import TASKS
+
+    return {name: t.description for name, t in TASKS.items()}
+
+
+def _metrics(info: dict[str, Any], total_return: float, steps: int) -> dict[str, Any]:
+    from envs.manipulation.vlabench.env import episode_metrics
+
+    return episode_metrics(info, total_return, steps)
+
+
+register_suite(SuiteSpec(
+    name=SUITE,
+    description="MuJoCo Personalized-VLABench: select *my* object among look-alikes, 4 cameras, absolute EE actions",
+    tasks=_tasks(),
+    make_env=_make,
+    # Sized to finish in under 10 minutes on 2 loaded cores; the results page uses --episodes 20-50.
+    default_policies=("scripted_expert", "generic", "vap", "oracle_mask"),
+    default_episodes=2,
+    default_workers=2,
+    max_steps=200,
+    episode_metrics=_metrics,
+))
+
+
+def _expert(ctx: PolicyContext) -> Any:
+    from policies.vlabench_expert import VLABenchExpert
+
+    return VLABenchExpert(ctx.env, seed=ctx.seed, noise_std=float(ctx.options.get("expert_noise", 0.0)))
+
+
+registry.extend_policy("scripted_expert", SUITE, _expert)
+
+
+def _absolute(builder: Any) -> Any:
+    """A SIMPLER policy factory made to emit absolute targets when the env takes them (the default)."""
+
+    def build(ctx: PolicyContext) -> Any:
+        policy = builder(ctx)
+        if ctx.env.unwrapped.config.action_mode == "absolute":
+            from policies.delta_adapter import DeltaToAbsolute
+
+            return DeltaToAbsolute(policy)
+        return policy
+
+    return build
+
+
+registry.extend_policy("generic", SUITE, _absolute(vla_policies._generic))
+registry.extend_policy("hard_prompt", SUITE, _absolute(vla_policies._hard_prompt))
+registry.extend_policy("soft_prompt", SUITE, _absolute(vla_policies._soft_prompt))
+
+VIEW_OPTION = "vap_views"  # comma-separated grounding views (default: left,right,front)
+DEFAULT_VIEWS = ("left", "right", "front")
+
+
+def _views(ctx: PolicyContext) -> tuple[str, ...]:
+    from envs.manipulation.vlabench.scene import CAMERAS
+
+    raw = ctx.options.get(VIEW_OPTION, ",".join(DEFAULT_VIEWS))
+    views = tuple(v.strip() for v in (raw.split(",") if isinstance(raw, str) else raw) if str(v).strip())
+    for v in views:
+        if v not in CAMERAS:
+            raise choice_error("vap_views view", v, CAMERAS)
+    if "front" not in views:
+        raise ConfigError(f"vap_views must include front (the base policy's view), got {','.join(views)}")
+    available = ctx.env.unwrapped.config.cameras
+    missing = [v for v in views if v not in available]
+    if missing:
+        raise ConfigError(f"vap_views {','.join(missing)} not rendered; env cameras: {','.join(available)}")
+    return views
+
+
+def _vap(ctx: PolicyContext, oracle: bool) -> Any:
+    """VAP with multi-view grounding: the SIMPLER VAP's parts, grounding fused over ``vap_views``."""
+    from policies.vap_multiview import MultiViewVAP
+
+    views = _views(ctx)
+    single = vap_policies.build_vap(ctx, oracle=oracle)  # detector, matcher, tracker, prompter and base as there
+    env = ctx.env.unwrapped
+    return MultiViewVAP(single.base, views, lambda: env.camera_sensors(views), detector=single.detector,
+                        matcher=single.matcher, tracker=single.tracker, prompter=single.prompter,
+                        config=single.config, target_id_fn=lambda: int(env.personal_body_id))
+
+
+registry.extend_policy("vap", SUITE, lambda ctx: _vap(ctx, oracle=False), options=(VIEW_OPTION,))
+registry.extend_policy("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True), options=(VIEW_OPTION,))

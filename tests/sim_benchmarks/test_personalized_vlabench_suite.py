@@ -1,0 +1,33 @@
+"""The personalized_vlabench suite: registration, the policies it offers, and one-line errors for bad input."""
+
+import subprocess
+import sys
+
+import pytest
+
+from sim_benchmarks import registry
+
+
+def test_suite_registered_with_every_policy_of_the_vap_table():
+    assert "personalized_vlabench" in registry.suites()
+    offered = registry.policies_for("personalized_vlabench")
+    for name in ("scripted_expert", "generic", "hard_prompt", "soft_prompt", "vap", "oracle_mask", "random"):
+        assert name in offered
+    assert "vap_views" in registry.policy_option_names("personalized_vlabench")
+    # extending a policy keeps it on its original suite
+    assert "personalized_simpler" in registry.policies()["vap"].suites
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--env-option", "track=bogus"], "bogus"),
+    (["--env-option", "cameras=front,top"], "top"),
+    (["--env-option", "image_size=4000"], "image_size"),
+])
+def test_bad_input_exits_2_with_one_line(args, word):
+    proc = subprocess.run([sys.executable, "-m", "launch.eval", "--env", "personalized_vlabench/select_my_pick",
+                           "--policy", "scripted_expert", "--episodes", "1", "--workers", "1",
+                           "--out", "/tmp/embodia_vlabench_bad_input", *args],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "pybullet build" not in ln]
+    assert len(lines) == 1 and word in lines[0]
