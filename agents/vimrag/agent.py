@@ -224,8 +224,9 @@ class VimragAgent:
         return "answer" if state["step"] >= self.max_steps else "think"
 
     # ------------------------------------------------------------------ running
-    def build_graph(self, checkpointer=None):
-        """The compiled LangGraph ``StateGraph`` (pass a checkpointer, e.g. ``SqliteSaver``, to make runs resumable)."""
+    def build_graph(self, checkpointer=None, interrupt_before: list[str] | None = None):
+        """The compiled LangGraph ``StateGraph`` (pass a checkpointer, e.g. ``SqliteSaver``, to make runs resumable;
+        ``interrupt_before`` stops a run before those nodes, as a killed process would)."""
         from langgraph.graph import END, START, StateGraph
 
         g = StateGraph(AgentState)
@@ -237,7 +238,7 @@ class VimragAgent:
         g.add_edge("read", "reflect")
         g.add_conditional_edges("reflect", self.after_reflect, ["think", "answer"])
         g.add_edge("answer", END)
-        return g.compile(checkpointer=checkpointer)
+        return g.compile(checkpointer=checkpointer, interrupt_before=interrupt_before)
 
     def rollout(self, qid: str, question: str) -> AgentState:
         """Run one question by calling the node functions in graph order (same result as the compiled graph)."""

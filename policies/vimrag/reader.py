@@ -84,13 +84,14 @@ class VisualReader:
         self.kb = kb
         self.net = net.eval()
         self.answers = answer_vocabulary()
+        # Per image: its kind's index and the identifiers its caption names (looked up on every read).
+        self._kind = {im.image_id: IMAGE_KINDS.index(im.kind) for im in kb.corpus.images}
+        self._ids = {im.image_id: id_tokens(im.caption) for im in kb.corpus.images}
 
     def _side(self, image_id: str, g: int, context: set[str]) -> np.ndarray:
-        kind = self.kb.corpus.images[self.kb.corpus.image_row[image_id]].kind
         out = np.zeros(len(IMAGE_KINDS) + 1 + len(LEVELS), np.float32)
-        out[IMAGE_KINDS.index(kind)] = 1.0
-        out[len(IMAGE_KINDS)] = float(bool(id_tokens(self.kb.corpus.images[self.kb.corpus.image_row[image_id]]
-                                                      .caption) & context))
+        out[self._kind[image_id]] = 1.0
+        out[len(IMAGE_KINDS)] = float(bool(self._ids[image_id] & context))
         out[len(IMAGE_KINDS) + 1 + LEVELS.index(g)] = 1.0
         return out
 
@@ -205,7 +206,7 @@ def train_reader(kb: KnowledgeBase, seed: int = 0, steps: int = 1500, batch: int
         opt.step()
         sched.step()
         if log is not None and (step % 100 == 0 or step == steps - 1):
-            log({"step": step, "loss": float(loss), "elapsed_s": time.perf_counter() - t0})
+            log({"step": step, "loss": loss.item(), "elapsed_s": time.perf_counter() - t0})
     return net.eval()
 
 
