@@ -178,7 +178,7 @@ def _sample_context(kb: KnowledgeBase, q: Question, rng: np.random.Generator) ->
     return context, [(i, LEVELS[int(rng.integers(len(LEVELS)))]) for i in chosen]
 
 
-def train_reader(kb: KnowledgeBase, seed: int = 0, steps: int = 1500, batch: int = 64, lr: float = 2e-3,
+def train_reader(kb: KnowledgeBase, seed: int = 0, steps: int = 800, batch: int = 64, lr: float = 2e-3,
                  log=None) -> ReaderNet:
     """Train the reader on the train split's questions with randomly sampled evidence sets and token levels."""
     rng = np.random.default_rng(seed)

@@ -37,6 +37,14 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
+def _inverted(words: list[set[str]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for row, ws in enumerate(words):
+        for w in ws:
+            out.setdefault(w, []).append(row)
+    return out
+
+
 def _flat_index(vectors: np.ndarray) -> faiss.Index:
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
@@ -55,18 +63,30 @@ class RetrievalTools:
         self.doc_words = [_words(d.text) for d in corpus.documents]
         self.caption_words = [_words(im.caption) for im in corpus.images]
         self.image_ids = [im.image_id for im in corpus.images]
+        # Inverted identifier indexes: a document naming "R-104" is a candidate for a query naming it, however
+        # far down the dense ranking it is.
+        self.doc_by_token = _inverted(self.doc_words)
+        self.caption_by_token = _inverted(self.caption_words)
 
     def _hybrid(self, index: faiss.Index, words: list[set[str]], ids: list[str], query_vec: np.ndarray,
                 query_text: str, k: int, exclude: set[str]) -> list[Hit]:
         n = min(CANDIDATES, index.ntotal)
-        scores, rows = index.search(np.asarray(query_vec, np.float32).reshape(1, -1), n)
+        q = np.asarray(query_vec, np.float32).reshape(1, -1)
+        scores, rows = index.search(q, n)
         q_words = _words(query_text)
+        inverted = self.doc_by_token if index is self.doc_index else self.caption_by_token
+        dense = {int(r): float(s) for s, r in zip(scores[0], rows[0], strict=True) if r >= 0}
+        for w in q_words:
+            if "-" in w:  # identifiers only: common words would pull in the whole corpus
+                for r in inverted.get(w, ()):
+                    if r not in dense:
+                        dense[r] = float(index.reconstruct(r) @ q[0])
         ranked = []
-        for s, r in zip(scores[0], rows[0], strict=True):
-            if r < 0 or ids[r] in exclude:
+        for r, s in dense.items():
+            if ids[r] in exclude:
                 continue
             overlap = len(q_words & words[r]) / max(1, len(q_words))
-            ranked.append((float(s) + LEXICAL_WEIGHT * overlap, ids[r]))
+            ranked.append((s + LEXICAL_WEIGHT * overlap, ids[r]))
         ranked.sort(key=lambda t: (-t[0], t[1]))
         return [Hit(i, s) for s, i in ranked[:k]]
 
