@@ -6,8 +6,11 @@ credit each step gets:
 
 * ``trajectory``: every step of a rollout shares its advantage ``(R - mean) / std``.
 * ``ggpo``: the rollout's DAG memory is pruned to the ancestors of the answer node; a step whose evidence
-  survives (it lay on a path that produced the answer) keeps ``(R - mean) / std``, a redundant step (all its
-  nodes pruned) is credited with reward 0 instead, ``(0 - mean) / std``, whatever the outcome.
+  survives (it lay on a path that produced the answer) keeps ``(R - mean) / std``; a redundant step (all its
+  nodes pruned) gets no positive credit, ``min(0, (R - mean) / std)``: it is not rewarded for a success it did
+  not contribute to, and still shares the blame of a failure. (Crediting redundant steps with reward 0, i.e. a
+  negative advantage even in successful rollouts, was tried first: it pushed the policy to answer at once,
+  since a lone answer step is never redundant.)
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class TrainConfig:
     episodes: int = 3072
     group: int = 8  # rollouts per question (the group of the normalised advantage)
     questions_per_batch: int = 8
-    lr: float = 3e-3
+    lr: float = 1e-2
     entropy: float = 0.01
     eval_every: int = 256  # episodes between dev evaluations
     seed: int = 0
@@ -70,7 +73,8 @@ def step_advantages(rewards: list[float], validity: list[dict[int, bool]], steps
         if credit == "trajectory":
             out.append(np.full(len(decided), (reward - mean) / std))
         else:
-            out.append(np.array([((reward if valid.get(s, False) else 0.0) - mean) / std for s in decided]))
+            adv = (reward - mean) / std
+            out.append(np.array([adv if valid.get(s, False) else min(0.0, adv) for s in decided]))
     return out
 
 

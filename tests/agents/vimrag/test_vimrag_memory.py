@@ -144,7 +144,7 @@ def test_ggpo_credit_on_a_hand_made_trajectory() -> None:
     ggpo = step_advantages([1.0, 0.0], [validity, other], steps, "ggpo")
     traj = step_advantages([1.0, 0.0], [validity, other], steps, "trajectory")
     np.testing.assert_allclose(traj[0], [1.0, 1.0, 1.0, 1.0], atol=1e-5)
-    np.testing.assert_allclose(ggpo[0], [-1.0, 1.0, 1.0, 1.0], atol=1e-5)  # the redundant step is not rewarded
+    np.testing.assert_allclose(ggpo[0], [0.0, 1.0, 1.0, 1.0], atol=1e-5)  # the redundant step is not rewarded
     np.testing.assert_allclose(ggpo[1], [-1.0] * 4, atol=1e-5)
     np.testing.assert_allclose(traj[1], [-1.0] * 4, atol=1e-5)
 
