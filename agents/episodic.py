@@ -59,10 +59,18 @@ def run_episode(
     max_steps: int | None = None,
     record: bool = False,
     episode_metrics: Callable[[dict[str, Any], float, int], dict[str, Any]] | None = None,
+    episode: int | None = None,
 ) -> EpisodeOutcome:
-    """Run one episode to termination, truncation or ``max_steps``; ``reset(seed=env_seed)`` fixes the episode."""
+    """Run one episode to termination, truncation or ``max_steps``; ``reset(seed=env_seed)`` fixes the episode.
+
+    Dataset envs (``env.unwrapped.indexed_episodes`` true: one episode = one item of a fixed split) are also told
+    the episode index, ``reset(options={"episode": episode})``, so episode i is item i whatever the seed.
+    """
     start = time.perf_counter()
-    obs, info = env.reset(seed=int(env_seed))
+    if episode is not None and getattr(env.unwrapped, "indexed_episodes", False):
+        obs, info = env.reset(seed=int(env_seed), options={"episode": int(episode)})
+    else:
+        obs, info = env.reset(seed=int(env_seed))
     instruction = obs.get("instruction", "") if isinstance(obs, dict) else ""
     policy.reset(str(instruction), {**info, "policy_seed": int(policy_seed)})
     frames: list[np.ndarray] = []

@@ -66,7 +66,7 @@ class EpisodeWorker:
         self._prepare(job)
         suite = registry.suites()[job.suite]
         out = run_episode(self._env, self._policy, job.env_seed, job.policy_seed, max_steps=suite.max_steps,
-                          record=job.record_video, episode_metrics=suite.episode_metrics)
+                          record=job.record_video, episode_metrics=suite.episode_metrics, episode=job.episode)
         record: dict[str, Any] = {
             "benchmark": job.suite, "task": job.task, "policy": job.policy, "episode": job.episode,
             "seed": job.env_seed, "policy_seed": job.policy_seed, "steps": out.steps, "wall_s": out.wall_s,

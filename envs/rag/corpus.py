@@ -1,0 +1,411 @@
+"""The VimRAG benchmark corpus: robot run logs, incident reports, catalogue cards, keyframes, photos, questions.
+
+Everything is generated from one seed with Embodia's PyBullet tabletop and procedural object library, so the
+ground truth (which object was placed, which one stood closest to the plate, what was dropped) comes from the
+simulated scene, not from annotation. The corpus is information-sparse on purpose: colours and patterns appear
+only in images, most images are irrelevant to any one question, and real photographs shipped inside installed
+packages (matplotlib, scikit-learn) are mixed in as distractors.
+
+The generated corpus is cached as ``.npz`` + ``.json`` under a git-ignored folder and rebuilt bit-for-bit from
+the seed when missing. See ``docs/vimrag_dataset.md`` for the dataset card.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from envs.errors import ConfigError, choice_error
+
+CORPUS_VERSION = "vimrag-corpus/1"
+IMAGE_SIZE = 112  # rendered pixels per side; readers resample to their own input size
+OPERATORS = ("Anna", "Max", "Leo", "Mia", "Sam", "Zoe", "Ben", "Eva")
+SUPPLIERS = ("Acme", "Borealis", "Cobalt", "Delta", "Elm")
+QUESTION_TYPES: dict[str, str] = {
+    "placed_colour": "colour of the object placed on the plate in a named run (run log -> keyframe or photo)",
+    "neighbour_category": "kind of object closest to the plate at the end of a named run (run log -> end keyframe)",
+    "drop_colour": "colour of the object an operator's robot dropped on a given day (incident -> card -> photo)",
+    "placed_pattern": "pattern of the object placed on the plate in a named run (run log -> card -> photo)",
+}
+SPLITS = ("train", "dev", "test")
+SPLIT_FRACTIONS = (0.5, 0.1, 0.4)  # of runs; every question belongs to its run's split
+IMAGE_KINDS = ("keyframe_start", "keyframe_end", "catalogue_photo", "calibration", "stock_photo")
+# Table slots (x, y) in metres; 12 cm apart so every object is visible and the closest one is unambiguous.
+_SLOTS = tuple((x, y) for x in (0.43, 0.55, 0.67) for y in (-0.13, 0.0, 0.13))
+_PLATE_RADIUS, _PLATE_HEIGHT = 0.05, 0.008
+
+
+@dataclass(frozen=True)
+class Document:
+    """A text document; ``links`` are the ids it refers to (keyframes, catalogue cards, photos)."""
+
+    doc_id: str
+    kind: str  # run_log | incident | catalogue_card
+    text: str
+    links: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImageItem:
+    """An image of the corpus; ``caption`` is the short text shown with it (its title, not its content)."""
+
+    image_id: str
+    kind: str  # one of IMAGE_KINDS
+    caption: str
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: its answer (exact match), the gold evidence ids that suffice to answer it, and its split."""
+
+    qid: str
+    qtype: str
+    split: str
+    text: str
+    answer: str
+    gold: tuple[str, ...]
+
+
+@dataclass
+class Corpus:
+    """Documents, images (uint8, N x H x W x 3, row i = ``images[i]``) and questions of one seed."""
+
+    seed: int
+    documents: list[Document]
+    images: list[ImageItem]
+    pixels: np.ndarray
+    questions: list[Question]
+
+    def __post_init__(self) -> None:
+        self.doc_by_id = {d.doc_id: d for d in self.documents}
+        self.image_row = {im.image_id: i for i, im in enumerate(self.images)}
+
+    def split(self, name: str, qtype: str | None = None) -> list[Question]:
+        """The questions of one split (optionally one type), in a fixed order."""
+        if name not in SPLITS:
+            raise choice_error("split", name, SPLITS)
+        if qtype is not None and qtype not in QUESTION_TYPES:
+            raise choice_error("question type", qtype, list(QUESTION_TYPES))
+        return [q for q in self.questions if q.split == name and (qtype is None or q.qtype == qtype)]
+
+    def item(self, item_id: str) -> Document | ImageItem:
+        """A document or image by id (ConfigError when unknown)."""
+        if item_id in self.doc_by_id:
+            return self.doc_by_id[item_id]
+        if item_id in self.image_row:
+            return self.images[self.image_row[item_id]]
+        raise ConfigError(f"unknown corpus id {item_id!r}")
+
+
+def answer_vocabulary() -> tuple[str, ...]:
+    """Every possible answer string (colours, categories, patterns of the object library)."""
+    from envs.manipulation.objects import CATEGORIES, COLOURS, PATTERNS
+
+    return tuple(COLOURS) + tuple(CATEGORIES) + tuple(PATTERNS)
+
+
+# ---------------------------------------------------------------------------------------------- world
+@dataclass(frozen=True)
+class _Run:
+    run_id: str
+    day: int
+    operator: str
+    plate_slot: int
+    placed: str  # catalogue id
+    others: tuple[tuple[str, int], ...]  # (catalogue id, slot) of objects left on the table
+    placed_slot: int
+    dropped: tuple[str, int] | None  # (catalogue id, slot) of the object dropped off the table, if any
+
+
+def _plan_runs(rng: np.random.Generator, catalogue: list[str], n_runs: int) -> list[_Run]:
+    runs: list[_Run] = []
+    drop_keys: set[tuple[str, int]] = set()
+    for r in range(n_runs):
+        while True:
+            slots = rng.permutation(len(_SLOTS))
+            plate, placed_slot, o1, o2, d_slot = (int(s) for s in slots[:5])
+            px, py = _SLOTS[plate]
+            dist = [np.hypot(_SLOTS[s][0] - px, _SLOTS[s][1] - py) for s in (o1, o2)]
+            if abs(dist[0] - dist[1]) >= 0.04:  # one neighbour clearly closest
+                break
+        objs = [catalogue[int(i)] for i in rng.choice(len(catalogue), size=4, replace=False)]
+        operator = OPERATORS[int(rng.integers(len(OPERATORS)))]
+        day = int(rng.integers(1, 41))
+        dropped = None
+        if rng.random() < 0.5 and (operator, day) not in drop_keys:
+            drop_keys.add((operator, day))  # "what did Mia's robot drop on day 12" has one answer
+            dropped = (objs[3], d_slot)
+        runs.append(_Run(f"R-{r:03d}", day, operator, plate, objs[0], ((objs[1], o1), (objs[2], o2)), placed_slot,
+                         dropped))
+    return runs
+
+
+def _closest_other(run: _Run) -> str:
+    px, py = _SLOTS[run.plate_slot]
+    return min(run.others, key=lambda o: np.hypot(_SLOTS[o[1]][0] - px, _SLOTS[o[1]][1] - py))[0]
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+class _Renderer:
+    """One PyBullet scene reused for every keyframe (bodies are added and removed), plus a photo scene."""
+
+    def __init__(self) -> None:
+        from envs.manipulation.objects import category_mesh, write_obj
+        from envs.manipulation.scene import TabletopScene
+
+        self.scene = TabletopScene("fractal", image_size=IMAGE_SIZE)
+        self.scene.build()
+        self.photo_scene = TabletopScene("fractal", image_size=2 * IMAGE_SIZE)
+        self.photo_scene.build()
+        self.plate_mesh = write_obj(category_mesh("plate", _PLATE_RADIUS, _PLATE_HEIGHT, {}),
+                                    f"vimrag/plate/{_PLATE_RADIUS}")
+
+    def _add(self, scene, inst, xy: tuple[float, float], z: float = 0.0) -> int:
+        from envs.manipulation.objects import instance_mesh_path, make_texture
+
+        return scene.add_body(instance_mesh_path(inst), make_texture(inst), None, ("cylinder", (inst.radius,)), 0.0,
+                              (float(xy[0]), float(xy[1]), z), 0.0, inst.height)
+
+    def scene_image(self, placements: list[tuple[object, tuple[float, float], float]],
+                    plate_xy: tuple[float, float] | None) -> np.ndarray:
+        """Render the keyframe camera with the given objects (instance, xy, z) and an optional plate."""
+        import pybullet as p
+
+        sc = self.scene
+        bodies = []
+        if plate_xy is not None:
+            bodies.append(sc.add_body(self.plate_mesh, None, (0.93, 0.93, 0.90, 1.0), ("cylinder", (_PLATE_RADIUS,)),
+                                      0.0, (plate_xy[0], plate_xy[1], 0.0), 0.0, _PLATE_HEIGHT))
+        bodies += [self._add(sc, inst, xy, z) for inst, xy, z in placements]
+        rgb, _, _ = sc.render()
+        for b in bodies:
+            p.removeBody(b, physicsClientId=sc.client)
+        return rgb
+
+    def photo(self, inst) -> np.ndarray:
+        """A catalogue photo: the object alone, cropped around it so it fills the frame."""
+        import pybullet as p
+        from PIL import Image
+
+        from envs.manipulation.scene import project_to_image
+
+        sc = self.photo_scene
+        xy = (0.55, 0.0)
+        body = self._add(sc, inst, xy)
+        rgb, _, _ = sc.render()
+        p.removeBody(body, physicsClientId=sc.client)
+        n = rgb.shape[0]
+        centre = project_to_image("fractal", np.array([[xy[0], xy[1], inst.height / 2]]))[0]
+        cx, cy = ((centre + 1) / 2 * n).astype(int)
+        half = n // 5
+        x0, y0 = int(np.clip(cx - half, 0, n - 2 * half)), int(np.clip(cy - half, 0, n - 2 * half))
+        crop = rgb[y0:y0 + 2 * half, x0:x0 + 2 * half]
+        return np.asarray(Image.fromarray(crop).resize((IMAGE_SIZE, IMAGE_SIZE), Image.BILINEAR), np.uint8)
+
+    def close(self) -> None:
+        self.scene.close()
+        self.photo_scene.close()
+
+
+def _stock_photos(rng: np.random.Generator, count: int) -> list[np.ndarray]:
+    """Random square crops of real photographs that ship inside installed packages (matplotlib, scikit-learn)."""
+    import matplotlib
+    from PIL import Image
+
+    sources: list[np.ndarray] = []
+    sample = Path(matplotlib.get_data_path()) / "sample_data"
+    for name in ("grace_hopper.jpg", "Minduka_Present_Blue_Pack.png"):
+        if (sample / name).exists():
+            sources.append(np.asarray(Image.open(sample / name).convert("RGB")))
+    try:
+        from sklearn.datasets import load_sample_images
+
+        sources += [np.asarray(im) for im in load_sample_images().images]
+    except ImportError:  # scikit-learn is optional: matplotlib's photos alone still give distractors
+        pass
+    if not sources:
+        raise ConfigError("no stock photographs found (need matplotlib's sample_data)")
+    out = []
+    for k in range(count):
+        src = sources[k % len(sources)]
+        h, w = src.shape[:2]
+        side = int(rng.integers(min(h, w) // 3, min(h, w) + 1))
+        y0, x0 = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
+        crop = Image.fromarray(src[y0:y0 + side, x0:x0 + side]).resize((IMAGE_SIZE, IMAGE_SIZE), Image.BILINEAR)
+        out.append(np.asarray(crop, np.uint8))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- generation
+def generate_corpus(seed: int = 0, n_runs: int = 400, n_calibration: int = 80, n_stock: int = 40) -> Corpus:
+    """Build the whole corpus from ``seed`` (renders every image; ~1-2 minutes on one core for the defaults)."""
+    from envs.manipulation.objects import LIBRARY
+
+    if n_runs < 10:
+        raise ConfigError(f"n_runs must be >= 10, got {n_runs}")
+    rng = np.random.default_rng(seed)
+    inst_ids = sorted(LIBRARY)
+    order = rng.permutation(len(inst_ids))
+    cat_of = {f"OBJ-{k:03d}": LIBRARY[inst_ids[int(i)]] for k, i in enumerate(order)}  # catalogue id -> instance
+    catalogue = sorted(cat_of)
+    runs = _plan_runs(rng, catalogue, n_runs)
+    split_of = _split_runs(rng, [r.run_id for r in runs])
+
+    documents: list[Document] = []
+    images: list[ImageItem] = []
+    pixels: list[np.ndarray] = []
+    renderer = _Renderer()
+    try:
+        for oid in catalogue:
+            inst = cat_of[oid]
+            shelf = f"S{int(rng.integers(1, 25)):02d}"
+            supplier = SUPPLIERS[int(rng.integers(len(SUPPLIERS)))]
+            documents.append(Document(f"card:{oid}", "catalogue_card",
+                                      f"Catalogue card {oid}: a {inst.category}, kept on shelf {shelf}, mass "
+                                      f"{inst.mass:.2f} kg, supplier {supplier}. Photo on file.", (f"photo:{oid}",)))
+            images.append(ImageItem(f"photo:{oid}", "catalogue_photo", f"Catalogue photo of {oid}"))
+            pixels.append(renderer.photo(inst))
+        for run in runs:
+            px, py = _SLOTS[run.plate_slot]
+            table = [(cat_of[o], _SLOTS[s], 0.0) for o, s in run.others]
+            start = table + [(cat_of[run.placed], _SLOTS[run.placed_slot], 0.0)]
+            if run.dropped is not None:
+                start.append((cat_of[run.dropped[0]], _SLOTS[run.dropped[1]], 0.0))
+            end = table + [(cat_of[run.placed], (px, py), _PLATE_HEIGHT)]
+            for tag, kind, scene in (("0", "keyframe_start", start), ("1", "keyframe_end", end)):
+                word = "start" if tag == "0" else "end"
+                images.append(ImageItem(f"kf:{run.run_id}:{tag}", kind, f"Run {run.run_id}, {word} keyframe"))
+                pixels.append(renderer.scene_image(scene, (px, py)))
+            others = ", ".join(o for o, _ in run.others)
+            documents.append(Document(
+                f"log:{run.run_id}", "run_log",
+                f"Run {run.run_id} log, day {run.day}, operator {run.operator}: the robot picked {run.placed} and "
+                f"placed it on the plate. Also on the table: {others}. Video keyframes attached.",
+                (f"kf:{run.run_id}:0", f"kf:{run.run_id}:1", f"card:{run.placed}")))
+            if run.dropped is not None:
+                documents.append(Document(
+                    f"incident:{run.run_id}", "incident",
+                    f"Incident report, day {run.day}, operator {run.operator}: during run {run.run_id} the robot "
+                    f"dropped {run.dropped[0]} off the table.", (f"card:{run.dropped[0]}",)))
+        for k in range(n_calibration):  # unlinked scenes: look like keyframes, belong to no run
+            objs = rng.choice(catalogue, size=3, replace=False)
+            slots = rng.permutation(len(_SLOTS))[:4]
+            scene = [(cat_of[str(o)], _SLOTS[int(s)], 0.0) for o, s in zip(objs, slots[1:], strict=True)]
+            images.append(ImageItem(f"calib:C-{k:03d}", "calibration", f"Calibration snapshot C-{k:03d}"))
+            pixels.append(renderer.scene_image(scene, _SLOTS[int(slots[0])]))
+    finally:
+        renderer.close()
+    for k, photo in enumerate(_stock_photos(rng, n_stock)):
+        images.append(ImageItem(f"stock:P-{k:03d}", "stock_photo", f"Stock photograph P-{k:03d}"))
+        pixels.append(photo)
+    questions = _make_questions(runs, cat_of, split_of)
+    return Corpus(seed, documents, images, np.stack(pixels).astype(np.uint8), questions)
+
+
+def _split_runs(rng: np.random.Generator, run_ids: list[str]) -> dict[str, str]:
+    order = rng.permutation(len(run_ids))
+    n_train = int(round(SPLIT_FRACTIONS[0] * len(run_ids)))
+    n_dev = int(round(SPLIT_FRACTIONS[1] * len(run_ids)))
+    out = {}
+    for rank, i in enumerate(order):
+        out[run_ids[int(i)]] = "train" if rank < n_train else ("dev" if rank < n_train + n_dev else "test")
+    return out
+
+
+def _make_questions(runs: list[_Run], cat_of: dict, split_of: dict[str, str]) -> list[Question]:
+    qs: list[Question] = []
+    for run in runs:
+        rid, split = run.run_id, split_of[run.run_id]
+        placed = cat_of[run.placed]
+        qs.append(Question(f"{rid}/placed_colour", "placed_colour", split,
+                           f"What colour was the object the robot placed on the plate in run {rid}?", placed.colour,
+                           (f"log:{rid}", f"kf:{rid}:1")))
+        qs.append(Question(f"{rid}/neighbour_category", "neighbour_category", split,
+                           f"At the end of run {rid}, what kind of object stood closest to the plate?",
+                           cat_of[_closest_other(run)].category, (f"log:{rid}", f"kf:{rid}:1")))
+        qs.append(Question(f"{rid}/placed_pattern", "placed_pattern", split,
+                           f"What pattern was on the object the robot placed on the plate in run {rid}?",
+                           placed.pattern, (f"log:{rid}", f"card:{run.placed}", f"photo:{run.placed}")))
+        if run.dropped is not None:
+            oid = run.dropped[0]
+            qs.append(Question(f"{rid}/drop_colour", "drop_colour", split,
+                               f"What colour was the object that {run.operator}'s robot dropped on day {run.day}?",
+                               cat_of[oid].colour, (f"incident:{rid}", f"card:{oid}", f"photo:{oid}")))
+    return qs
+
+
+# ---------------------------------------------------------------------------------------------- cache
+def cache_root() -> Path:
+    """Generated data lives here (``EMBODIA_DATA_CACHE`` or ``<repo>/.cache``), never in git."""
+    root = os.environ.get("EMBODIA_DATA_CACHE") or str(Path(__file__).resolve().parents[2] / ".cache")
+    return Path(root) / "vimrag"
+
+
+def corpus_dir(seed: int) -> Path:
+    """The cache folder of one seed's corpus."""
+    return cache_root() / f"corpus_seed{int(seed)}"
+
+
+def save_corpus(corpus: Corpus, folder: Path) -> None:
+    """Write ``corpus.json`` (texts, questions) and ``pixels.npz``; the json goes last (it marks completeness)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"pixels.{os.getpid()}.tmp.npz"
+    np.savez_compressed(tmp, pixels=corpus.pixels)
+    tmp.replace(folder / "pixels.npz")
+    blob = {"version": CORPUS_VERSION, "seed": corpus.seed,
+            "documents": [asdict(d) for d in corpus.documents], "images": [asdict(i) for i in corpus.images],
+            "questions": [asdict(q) for q in corpus.questions]}
+    tmp_json = folder / f"corpus.{os.getpid()}.tmp.json"
+    tmp_json.write_text(json.dumps(blob))
+    tmp_json.replace(folder / "corpus.json")
+
+
+def load_corpus_files(folder: Path) -> Corpus:
+    """Read a saved corpus; a missing or malformed file raises ConfigError naming it."""
+    folder = Path(folder)
+    path = folder / "corpus.json"
+    try:
+        blob = json.loads(path.read_text())
+        if blob.get("version") != CORPUS_VERSION:
+            raise ValueError(f"version {blob.get('version')!r}, expected {CORPUS_VERSION!r}")
+        documents = [Document(d["doc_id"], d["kind"], d["text"], tuple(d["links"])) for d in blob["documents"]]
+        images = [ImageItem(i["image_id"], i["kind"], i["caption"]) for i in blob["images"]]
+        questions = [Question(q["qid"], q["qtype"], q["split"], q["text"], q["answer"], tuple(q["gold"]))
+                     for q in blob["questions"]]
+        with np.load(folder / "pixels.npz") as z:
+            pixels = z["pixels"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"malformed vimrag corpus in {str(folder)!r}: {type(exc).__name__}: {exc}") from None
+    if pixels.shape[0] != len(images) or pixels.ndim != 4:
+        raise ConfigError(f"malformed vimrag corpus in {str(folder)!r}: {pixels.shape[0]} images for "
+                          f"{len(images)} entries")
+    return Corpus(int(blob["seed"]), documents, images, pixels, questions)
+
+
+def load_corpus(seed: int = 0, folder: str | Path | None = None) -> Corpus:
+    """The corpus of ``seed`` from the cache, generating it first when absent (one process builds, others wait).
+
+    ``folder`` loads a corpus saved elsewhere instead (no generation).
+    """
+    if folder is not None:
+        if not (Path(folder) / "corpus.json").exists():
+            raise ConfigError(f"no vimrag corpus at {str(folder)!r} (corpus.json missing)")
+        return load_corpus_files(Path(folder))
+    target = corpus_dir(seed)
+    if (target / "corpus.json").exists():
+        return load_corpus_files(target)
+    target.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".lock_seed{int(seed)}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel eval workers: the first builds, the rest reuse
+        if not (target / "corpus.json").exists():
+            t0 = time.perf_counter()
+            corpus = generate_corpus(seed)
+            save_corpus(corpus, target)
+            (target / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - t0}))
+    return load_corpus_files(target)

@@ -1,0 +1,236 @@
+"""The visual reader: answers a question from the visual tokens it is given (and the image captions).
+
+No VLM weights exist offline, so the reader is a small model trained on the train split. For every image it is
+handed it attends over that image's ``g*g`` visual tokens with the question as query and proposes an answer; a
+relevance head scores the image from its caption (kind, whether its identifier appears in the question or the
+text evidence) and the token level; the answer is the relevance-weighted mixture of the per-image proposals plus
+a question-only guess (what is left when no image carries the answer). Visual tokens counted by the agent are
+exactly the rows fed to the attention.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from envs.errors import ConfigError
+from envs.rag.corpus import IMAGE_KINDS, Question, answer_vocabulary
+from perception.visual_tokens import GRID_LEVELS
+from policies.vimrag.knowledge_base import KnowledgeBase, id_tokens
+
+LEVELS = tuple(g for g in GRID_LEVELS if g > 0)  # (1, 2, 4, 7)
+_POS_OFFSET = {g: sum(h * h for h in LEVELS if h < g) for g in LEVELS}
+MAX_TOKENS = 49
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The reader's output: answer, its probability, the per-image relevance weights, tokens consumed."""
+
+    answer: str
+    confidence: float
+    relevance: dict[str, float]
+    visual_tokens: int
+
+
+class ReaderNet(nn.Module):
+    """Per-image token attention + relevance-weighted answer mixture (see module docstring)."""
+
+    def __init__(self, token_dim: int, n_answers: int, hidden: int = 96, q_dim: int = 384) -> None:
+        super().__init__()
+        self.q = nn.Sequential(nn.Linear(q_dim, hidden), nn.Tanh())
+        self.tok = nn.Linear(token_dim, hidden)
+        self.pos = nn.Embedding(sum(g * g for g in LEVELS), hidden)
+        self.level = nn.Embedding(len(LEVELS), hidden)
+        self.key = nn.Linear(hidden, hidden, bias=False)
+        self.answer = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_answers))
+        side = len(IMAGE_KINDS) + 1 + len(LEVELS)
+        self.relevance = nn.Sequential(nn.Linear(hidden + side, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.blind = nn.Linear(hidden, n_answers + 1)  # question-only answer logits + its relevance logit
+
+    def forward(self, q: torch.Tensor, tokens: torch.Tensor, token_mask: torch.Tensor, pos: torch.Tensor,
+                level: torch.Tensor, side: torch.Tensor, image_mask: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities over answers, B x A. Shapes: tokens B x M x T x D, masks B x M x T / B x M."""
+        qh = self.q(q)  # B x H
+        x = self.tok(tokens) + self.pos(pos) + self.level(level)[:, :, None, :]
+        att = torch.einsum("bmth,bh->bmt", self.key(x), qh) / qh.shape[-1] ** 0.5
+        att = att.masked_fill(~token_mask, -1e9).softmax(-1)
+        v = torch.einsum("bmt,bmth->bmh", att, x)
+        qm = qh[:, None, :].expand_as(v)
+        per_image = self.answer(torch.cat([v, qm, v * qm], -1)).log_softmax(-1)  # B x M x A
+        rel = self.relevance(torch.cat([qm, side], -1)).squeeze(-1).masked_fill(~image_mask, -1e9)
+        blind = self.blind(qh)
+        weights = torch.cat([blind[:, -1:], rel], 1).log_softmax(-1)  # B x (1 + M)
+        parts = torch.cat([blind[:, None, :-1].log_softmax(-1), per_image], 1)
+        return torch.logsumexp(weights[:, :, None] + parts, 1)
+
+    def relevance_weights(self, q: torch.Tensor, side: torch.Tensor, image_mask: torch.Tensor) -> torch.Tensor:
+        """Text-side relevance of each image (no visual tokens), B x (1 + M), column 0 = the question-only guess."""
+        qh = self.q(q)
+        qm = qh[:, None, :].expand(side.shape[0], side.shape[1], qh.shape[-1])
+        rel = self.relevance(torch.cat([qm, side], -1)).squeeze(-1).masked_fill(~image_mask, -1e9)
+        return torch.cat([self.blind(qh)[:, -1:], rel], 1).softmax(-1)
+
+
+class VisualReader:
+    """Wraps :class:`ReaderNet` with the knowledge base: builds its inputs from (question, images, levels)."""
+
+    def __init__(self, kb: KnowledgeBase, net: ReaderNet) -> None:
+        self.kb = kb
+        self.net = net.eval()
+        self.answers = answer_vocabulary()
+        # Per image: its kind's index and the identifiers its caption names (looked up on every read).
+        self._kind = {im.image_id: IMAGE_KINDS.index(im.kind) for im in kb.corpus.images}
+        self._ids = {im.image_id: id_tokens(im.caption) for im in kb.corpus.images}
+
+    def _side(self, image_id: str, g: int, context: set[str]) -> np.ndarray:
+        out = np.zeros(len(IMAGE_KINDS) + 1 + len(LEVELS), np.float32)
+        out[self._kind[image_id]] = 1.0
+        out[len(IMAGE_KINDS)] = float(bool(self._ids[image_id] & context))
+        out[len(IMAGE_KINDS) + 1 + LEVELS.index(g)] = 1.0
+        return out
+
+    def batch(self, items: list[tuple[np.ndarray, set[str], list[tuple[str, int]]]]) -> dict[str, torch.Tensor]:
+        """Collate (question embedding, context ids, [(image id, g>0)]) rows into padded tensors."""
+        m = max(1, max(len(imgs) for _, _, imgs in items))
+        b, d = len(items), self.kb.token_dim
+        tokens = np.zeros((b, m, MAX_TOKENS, d), np.float32)
+        tmask = np.zeros((b, m, MAX_TOKENS), bool)
+        tmask[:, :, 0] = True  # padded images attend to one dummy token (masked out at image level)
+        pos = np.zeros((b, m, MAX_TOKENS), np.int64)
+        level = np.zeros((b, m), np.int64)
+        side = np.zeros((b, m, len(IMAGE_KINDS) + 1 + len(LEVELS)), np.float32)
+        imask = np.zeros((b, m), bool)
+        for i, (_, context, imgs) in enumerate(items):
+            for j, (image_id, g) in enumerate(imgs):
+                n = g * g
+                tokens[i, j, :n] = self.kb.visual_tokens(image_id, g)
+                tmask[i, j, :n] = True
+                pos[i, j, :n] = _POS_OFFSET[g] + np.arange(n)
+                level[i, j] = LEVELS.index(g)
+                side[i, j] = self._side(image_id, g, context)
+                imask[i, j] = True
+        q = np.stack([qe for qe, _, _ in items]).astype(np.float32)
+        return {"q": torch.from_numpy(q), "tokens": torch.from_numpy(tokens), "token_mask": torch.from_numpy(tmask),
+                "pos": torch.from_numpy(pos), "level": torch.from_numpy(level), "side": torch.from_numpy(side),
+                "image_mask": torch.from_numpy(imask)}
+
+    @torch.no_grad()
+    def relevance(self, q_emb: np.ndarray, context: set[str], image_ids: list[str]) -> dict[str, float]:
+        """How much the reader would rely on each image if it were read at full resolution (captions only)."""
+        if not image_ids:
+            return {}
+        t = self.batch([(q_emb, context, [(i, LEVELS[-1]) for i in image_ids])])
+        w = self.net.relevance_weights(t["q"], t["side"], t["image_mask"])[0, 1:].numpy()
+        return {i: float(x) for i, x in zip(image_ids, w, strict=True)}
+
+    @torch.no_grad()
+    def read(self, q_emb: np.ndarray, context: set[str], images: list[tuple[str, int]]) -> Reading:
+        """Answer from the given images at their token levels (g == 0 entries are skipped: dropped images)."""
+        kept = [(i, g) for i, g in images if g > 0]
+        t = self.batch([(q_emb, context, kept)])
+        logp = self.net(**t)[0]
+        k = int(logp.argmax())
+        rel = {}
+        if kept:
+            w = self.net.relevance_weights(t["q"], t["side"], t["image_mask"])[0, 1:].numpy()
+            rel = {i: float(x) for (i, _), x in zip(kept, w, strict=True)}
+        return Reading(self.answers[k], float(logp[k].exp()), rel, sum(g * g for _, g in kept))
+
+
+# ---------------------------------------------------------------------------------------------- training
+def evidence_images(kb: KnowledgeBase, q: Question) -> tuple[list[str], set[str]]:
+    """Images reachable from a question's gold documents (their links, two hops) and the ids those texts mention."""
+    corpus = kb.corpus
+    images, context = [], id_tokens(q.text)
+    frontier = [g for g in q.gold if g in corpus.doc_by_id]
+    seen = set(frontier)
+    for _ in range(2):
+        nxt = []
+        for doc_id in frontier:
+            context |= id_tokens(corpus.doc_by_id[doc_id].text)
+            for link in corpus.doc_by_id[doc_id].links:
+                if link in corpus.image_row and link not in images:
+                    images.append(link)
+                elif link in corpus.doc_by_id and link not in seen:
+                    seen.add(link)
+                    nxt.append(link)
+        frontier = nxt
+    return images, context
+
+
+def _sample_context(kb: KnowledgeBase, q: Question, rng: np.random.Generator) -> tuple[set[str], list[tuple[str, int]]]:
+    images, context = evidence_images(kb, q)
+    gold = [g for g in q.gold if g in kb.corpus.image_row]
+    chosen = [i for i in images if (i in gold and rng.random() < 0.9) or (i not in gold and rng.random() < 0.6)]
+    n_distract = int(rng.integers(0, 5))
+    pool = len(kb.corpus.images)
+    for r in rng.choice(pool, size=n_distract, replace=False):
+        image_id = kb.corpus.images[int(r)].image_id
+        if image_id not in chosen:
+            chosen.append(image_id)
+    rng.shuffle(chosen)
+    return context, [(i, LEVELS[int(rng.integers(len(LEVELS)))]) for i in chosen]
+
+
+def train_reader(kb: KnowledgeBase, seed: int = 0, steps: int = 800, batch: int = 64, lr: float = 2e-3,
+                 log=None) -> ReaderNet:
+    """Train the reader on the train split's questions with randomly sampled evidence sets and token levels."""
+    rng = np.random.default_rng(seed)
+    train = kb.corpus.split("train")
+    answers = answer_vocabulary()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)  # only inside fork_rng: the caller's torch RNG state is untouched
+        net = ReaderNet(kb.token_dim, len(answers))
+    reader = VisualReader(kb, net)
+    net.train()
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    t0 = time.perf_counter()
+    for step in range(steps):
+        qs = [train[int(i)] for i in rng.integers(0, len(train), batch)]
+        rows, targets = [], []
+        for q in qs:
+            context, imgs = _sample_context(kb, q, rng)
+            rows.append((kb.question_emb[q.qid], context, imgs))
+            targets.append(answers.index(q.answer))
+        t = reader.batch(rows)
+        loss = -net(**t)[torch.arange(batch), torch.tensor(targets)].mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        if log is not None and (step % 100 == 0 or step == steps - 1):
+            log({"step": step, "loss": loss.item(), "elapsed_s": time.perf_counter() - t0})
+    return net.eval()
+
+
+def reader_path(kb_folder: Path, seed: int) -> Path:
+    """Where the trained reader of a corpus folder is cached."""
+    return Path(kb_folder) / f"reader_seed{int(seed)}.pt"
+
+
+def load_or_train_reader(kb: KnowledgeBase, folder: Path, seed: int = 0) -> VisualReader:
+    """The cached reader for ``seed``, training (about a minute on one core) and caching it when missing."""
+    import fcntl
+
+    path = reader_path(folder, seed)
+    with open(Path(folder) / ".reader.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        net = ReaderNet(kb.token_dim, len(answer_vocabulary()))
+        if path.exists():
+            try:
+                net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            except Exception as exc:
+                raise ConfigError(f"cannot load the vimrag reader {str(path)!r}: {type(exc).__name__}: {exc}") from None
+        else:
+            net = train_reader(kb, seed)
+            tmp = path.with_suffix(".tmp")
+            torch.save(net.state_dict(), tmp)
+            tmp.replace(path)
+    return VisualReader(kb, net.eval())

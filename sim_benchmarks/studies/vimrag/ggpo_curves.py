@@ -1,0 +1,139 @@
+"""GGPO vs trajectory credit: dev-accuracy learning curves of the action policy over seeds.
+
+``python -m sim_benchmarks.studies.vimrag.ggpo_curves --seeds 0,1,2 --credits ggpo,trajectory --out DIR`` trains
+one planner per (credit, seed) with the same episode budget and seed (same questions, same initial weights),
+writes ``DIR/curves.json`` (appended per run, so a split or interrupted study resumes), and with ``--report``
+the IQM-over-seeds curves with 95 % stratified-bootstrap intervals (``DIR/table.md``, ``DIR/curves.png``).
+Each trained planner is saved in the corpus cache, so the seed-0 GGPO run doubles as the default planner.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from envs.errors import ConfigError
+from sim_benchmarks.cli import ArgumentParser, main_guard
+
+
+def train_one(credit: str, seed: int, episodes: int, eval_every: int) -> dict:
+    """Train one planner; returns its dev curve and its greedy test accuracy."""
+    from agents.vimrag.agent import VimragAgent
+    from agents.vimrag.ggpo import TrainConfig, evaluate, train_planner
+    from agents.vimrag.stack import load_stack, planner_path
+
+    stack = load_stack(0)
+    corpus = stack.kb.corpus
+    agent = VimragAgent(stack.tools, stack.reader, None, mode="graph")
+    cfg = TrainConfig(credit=credit, seed=seed, episodes=episodes, eval_every=eval_every)
+    t0 = time.perf_counter()
+    planner, curve = train_planner(agent, corpus.split("train"), corpus.split("dev"), cfg,
+                                   log=lambda r: print(credit, seed, r, flush=True))
+    agent.planner = planner
+    test_acc = evaluate(agent, corpus.split("test"))
+    if episodes == TrainConfig().episodes and eval_every == TrainConfig().eval_every:
+        planner.save(planner_path(stack, credit, seed))  # identical to what trained_planner would build
+    return {"credit": credit, "seed": seed, "episodes": episodes, "curve": curve, "test_accuracy": test_acc,
+            "train_s": time.perf_counter() - t0}
+
+
+def report(runs: list[dict], out: Path) -> str:
+    """IQM over seeds per checkpoint with stratified-bootstrap CIs; episodes for GGPO to reach the baseline."""
+    from sim_benchmarks.metrics import iqm, stratified_bootstrap_ci
+
+    by_credit: dict[str, list[dict]] = {}
+    for r in runs:
+        by_credit.setdefault(r["credit"], []).append(r)
+    lines = ["| credit | seeds | final dev IQM [95 % CI] | test accuracy IQM [95 % CI] "
+             "| dev curve IQM (episodes: acc) |",
+             "|---|---|---|---|---|"]
+    summary = {}
+    for credit, rs in sorted(by_credit.items()):
+        xs = [p["episodes"] for p in rs[0]["curve"]]
+        mat = np.array([[p["dev_accuracy"] for p in r["curve"]] for r in rs])
+        curve = [iqm(mat[:, i]) for i in range(len(xs))]
+        final = stratified_bootstrap_ci({"dev": mat[:, -1]})
+        test = stratified_bootstrap_ci({"test": np.array([r["test_accuracy"] for r in rs])})
+        summary[credit] = {"x": xs, "iqm": curve, "final": final, "test": test,
+                           "lo": [stratified_bootstrap_ci({"d": mat[:, i]})[1] for i in range(len(xs))],
+                           "hi": [stratified_bootstrap_ci({"d": mat[:, i]})[2] for i in range(len(xs))]}
+        pts = ", ".join(f"{x}: {100 * a:.0f}" for x, a in zip(xs, curve, strict=True))
+        lines.append(f"| {credit} | {len(rs)} | {100 * final[0]:.1f} [{100 * final[1]:.1f}, {100 * final[2]:.1f}] | "
+                     f"{100 * test[0]:.1f} [{100 * test[1]:.1f}, {100 * test[2]:.1f}] | {pts} |")
+    if {"ggpo", "trajectory"} <= set(summary):
+        target = summary["trajectory"]["final"][0]
+        reach = next((x for x, a in zip(summary["ggpo"]["x"], summary["ggpo"]["iqm"], strict=True) if a >= target),
+                     None)
+        base_reach = next((x for x, a in zip(summary["trajectory"]["x"], summary["trajectory"]["iqm"], strict=True)
+                           if a >= target), None)
+        lines.append("")
+        lines.append(f"GGPO's IQM curve first reaches the trajectory-credit final IQM ({100 * target:.1f} %) at "
+                     f"{reach if reach is not None else 'never (within budget)'} episodes; trajectory credit at "
+                     f"{base_reach} episodes.")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for credit, s in sorted(summary.items()):
+        ax.plot(s["x"], s["iqm"], marker="o", label=f"{credit} (IQM)")
+        ax.fill_between(s["x"], s["lo"], s["hi"], alpha=0.2)
+    ax.set_xlabel("training episodes")
+    ax.set_ylabel("dev exact match")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=120)
+    plt.close(fig)
+    md = "\n".join(lines)
+    (out / "table.md").write_text(md + "\n")
+    return md
+
+
+@main_guard
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = ArgumentParser(prog="python -m sim_benchmarks.studies.vimrag.ggpo_curves",
+                        description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--credits", default="ggpo,trajectory")
+    ap.add_argument("--episodes", type=int, default=3072)
+    ap.add_argument("--eval-every", type=int, default=256)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--report", action="store_true", help="only (re)write the table and plot from curves.json")
+    args = ap.parse_args(argv)
+    try:
+        seeds = [] if args.report else [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds must be comma-separated non-negative integers, got {args.seeds!r}") from None
+    if not args.report and (not seeds or min(seeds) < 0):
+        raise ConfigError(f"--seeds must be comma-separated non-negative integers, got {args.seeds!r}")
+    credits = [c.strip() for c in args.credits.split(",") if c.strip()]
+    for c in credits:
+        if c not in ("ggpo", "trajectory"):
+            raise ConfigError(f"unknown credit {c!r}; valid: ggpo, trajectory")
+    if args.episodes <= 0 or args.eval_every <= 0:
+        raise ConfigError("--episodes and --eval-every must be positive integers")
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "curves.json"
+    runs = json.loads(path.read_text()) if path.exists() else []
+    import torch
+
+    torch.set_num_threads(1)
+    for seed in seeds:
+        for credit in credits:
+            if any(r["credit"] == credit and r["seed"] == seed and r["episodes"] == args.episodes for r in runs):
+                continue
+            runs.append(train_one(credit, seed, args.episodes, args.eval_every))
+            path.write_text(json.dumps(runs))
+    print(report(runs, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

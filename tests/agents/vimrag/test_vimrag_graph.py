@@ -1,0 +1,103 @@
+"""The LangGraph agent end to end on a tiny generated corpus, with a fake chat model as planner."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+import torch
+
+from agents.vimrag.agent import VimragAgent
+from agents.vimrag.planner import ChatPlanner
+from envs.errors import ConfigError
+from envs.rag.corpus import answer_vocabulary, generate_corpus, load_corpus, save_corpus
+from policies.vimrag.knowledge_base import load_knowledge_base
+from policies.vimrag.reader import VisualReader, train_reader
+from policies.vimrag.tools import RetrievalTools
+
+pytestmark = pytest.mark.slow
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    save_corpus(generate_corpus(seed=3, n_runs=10, n_calibration=2, n_stock=2), folder)
+    kb = load_knowledge_base(folder=folder)
+    reader = VisualReader(kb, train_reader(kb, seed=0, steps=5, batch=8))
+    return kb, RetrievalTools(kb), reader, folder
+
+
+def fake_model(replies: list[str]):
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    return GenericFakeChatModel(messages=iter([AIMessage(content=r) for r in replies]))
+
+
+def test_corpus_is_deterministic_and_has_gold_evidence(stack) -> None:
+    kb, _, _, folder = stack
+    again = load_corpus(folder=folder)
+    assert [q.qid for q in again.questions] == [q.qid for q in kb.corpus.questions]
+    for q in kb.corpus.questions:
+        assert q.answer in answer_vocabulary()
+        for g in q.gold:
+            kb.corpus.item(g)  # every gold id exists
+    assert {q.qtype for q in kb.corpus.questions} >= {"placed_colour", "neighbour_category", "placed_pattern"}
+
+
+def test_graph_runs_end_to_end_with_a_fake_chat_model(stack) -> None:
+    kb, tools, reader, _ = stack
+    q = next(q for q in kb.corpus.questions if q.qtype == "placed_colour")
+    planner = ChatPlanner(fake_model(["I will search_text first.", "follow_links", "read", "answer now"]),
+                          tools.payload)
+    agent = VimragAgent(tools, reader, planner, mode="graph", budget=53)
+    final = agent.build_graph().invoke(agent.start(q.qid, q.text))
+    assert final["history"] == ["search_text", "follow_links", "read", "answer"]
+    memory = final["memory"]
+    memory.check()
+    assert memory.find(f"log:{q.qid.split('/')[0]}") is not None  # hybrid search found the run's log
+    assert memory.find(q.gold[1]) is not None  # and following it brought the end keyframe
+    assert final["answer"] in answer_vocabulary()
+    assert 0 < final["visual_tokens"] <= 53
+    assert final["text_tokens"] > 0
+    # Same steps through the fast rollout path give the same answer and memory.
+    planner2 = ChatPlanner(fake_model(["search_text", "follow_links", "read", "answer"]), tools.payload)
+    fast = VimragAgent(tools, reader, planner2, mode="graph", budget=53).rollout(q.qid, q.text)
+    assert fast["answer"] == final["answer"] and fast["memory"] == memory
+
+
+def test_sqlite_checkpointer_resumes_an_interrupted_run(stack, tmp_path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    kb, tools, reader, _ = stack
+    q = kb.corpus.questions[0]
+    db = str(tmp_path / "ckpt.sqlite")
+    agent = VimragAgent(tools, reader, ChatPlanner(fake_model(["search_text", "follow_links", "read", "answer"]),
+                                                   tools.payload), mode="uniform", budget=32)
+    config = {"configurable": {"thread_id": q.qid}}
+    with sqlite3.connect(db, check_same_thread=False) as conn:
+        graph = agent.build_graph(SqliteSaver(conn), interrupt_before=["read"])  # stops like a killed run
+        part = graph.invoke(agent.start(q.qid, q.text), config)
+        assert part["history"] == ["search_text", "follow_links", "read"] and part["answer"] == ""
+    with sqlite3.connect(db, check_same_thread=False) as conn:  # a new process would reopen the file
+        graph = agent.build_graph(SqliteSaver(conn))
+        done = graph.invoke(None, config)
+    assert done["history"] == ["search_text", "follow_links", "read", "answer"]
+    assert done["answer"] in answer_vocabulary() and done["visual_tokens"] <= 32
+
+
+def test_bad_budget_and_mode_are_config_errors(stack) -> None:
+    kb, tools, reader, _ = stack
+    with pytest.raises(ConfigError, match="positive integer"):
+        VimragAgent(tools, reader, None, budget=0)
+    with pytest.raises(ConfigError, match="unknown vimrag memory mode 'tree'"):
+        VimragAgent(tools, reader, None, mode="tree")
+
+
+def test_malformed_corpus_is_a_config_error(tmp_path) -> None:
+    (tmp_path / "corpus.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="malformed vimrag corpus"):
+        load_corpus(folder=tmp_path)
+    with pytest.raises(ConfigError, match="no vimrag corpus"):
+        load_corpus(folder=tmp_path / "missing")
