@@ -169,7 +169,7 @@ def passkey_retention(seed: int, n_tokens: int) -> dict[str, float]:
 def run(seeds: list[int], quick: bool) -> StudyResult:
     """Train/evaluate per seed; pass metric = paired 3-key accuracy difference ManifoldKV − KeyDiff at 50 %."""
     torch.set_num_threads(1)
-    steps, n_eval, n_tokens = (10, 100, 96) if quick else (600, 2000, 1024)
+    steps, n_eval, n_tokens = (10, 100, 96) if quick else (300, 2000, 1024)
     per_seed = []
     for seed in seeds:
         t0 = time.perf_counter()
