@@ -51,9 +51,9 @@ def load_smollm2() -> tuple[Any, Any]:
         _convert(cached)
     config = AutoConfig.from_pretrained(cached)
     config._attn_implementation = "eager"
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(torch.load(cached / "weights.pt", weights_only=True), assign=True)
+    # Built on CPU (not the meta device): the rotary inv_freq buffer is not in the state dict and must be computed.
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(torch.load(cached / "weights.pt", weights_only=True))
     model.tie_weights()
     tok = AutoTokenizer.from_pretrained(cached)
     model.eval()
