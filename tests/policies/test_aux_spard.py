@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from envs.errors import ConfigError
 from policies.aux.training.spard import (
     alternating_finetune,
     greedy_dpp_map,
@@ -98,7 +97,7 @@ def test_alternating_finetune_projects_only_above_threshold_and_rejects_bad_mode
                                  lambda m: ce(m, x_safe, y_safe), mode="project", max_projections=50)
     assert stats["projection_triggers"] >= 1
     assert ce(model, x_safe, y_safe).item() <= 0.2 + 0.1 + 1e-6
-    with pytest.raises(ConfigError, match="safety mode"):
+    with pytest.raises(ValueError, match="safety mode"):
         alternating_finetune(model, torch.optim.SGD(model.parameters(), lr=0.1), [], ce, lambda m: 0, mode="x")
-    with pytest.raises(ConfigError, match="k must be"):
+    with pytest.raises(ValueError, match="k must be"):
         greedy_dpp_map(np.eye(3), 4)

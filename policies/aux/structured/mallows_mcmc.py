@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.errors import ConfigError
 from policies.aux.structured.pseudo_mallows import check_tiers
 
 
@@ -60,7 +59,7 @@ def mallows_mcmc(
     """
     check_tiers(lo, hi)
     if not 0 <= burn_in < iterations or thin < 1:
-        raise ConfigError(f"need 0 <= burn_in < iterations and thin >= 1, got {burn_in}, {iterations}, {thin}")
+        raise ValueError(f"need 0 <= burn_in < iterations and thin >= 1, got {burn_in}, {iterations}, {thin}")
     n_users, n = lo.shape
     leap = max(1, n // 5) if leap is None else leap
     scale = alpha / n

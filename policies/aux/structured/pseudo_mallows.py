@@ -28,21 +28,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envs.errors import ConfigError
-
 
 def check_tiers(lo: np.ndarray, hi: np.ndarray) -> None:
-    """Raise ConfigError unless every user's tiers ``[lo, hi]`` hold exactly as many items as ranks."""
+    """Raise ValueError unless every user's tiers ``[lo, hi]`` hold exactly as many items as ranks."""
     if lo.shape != hi.shape or lo.ndim != 2:
-        raise ConfigError(f"lo and hi must be N × n arrays of the same shape, got {lo.shape} and {hi.shape}")
+        raise ValueError(f"lo and hi must be N × n arrays of the same shape, got {lo.shape} and {hi.shape}")
     n = lo.shape[1]
     if (lo < 0).any() or (hi >= n).any() or (hi < lo).any():
-        raise ConfigError(f"tiers must satisfy 0 <= lo <= hi < n = {n}")
+        raise ValueError(f"tiers must satisfy 0 <= lo <= hi < n = {n}")
     for j in range(lo.shape[0]):
         for a, b in set(zip(lo[j].tolist(), hi[j].tolist(), strict=True)):
             count = int(((lo[j] == a) & (hi[j] == b)).sum())
             if count != b - a + 1:
-                raise ConfigError(f"user {j}: tier [{a}, {b}] has {count} items for {b - a + 1} ranks")
+                raise ValueError(f"user {j}: tier [{a}, {b}] has {count} items for {b - a + 1} ranks")
 
 
 def top_k_tiers(full_ranks: np.ndarray, k: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +185,7 @@ def choose_order(
 def all_permutations(n: int) -> np.ndarray:
     """Every permutation of 0..n−1 (n! × n); only for small n."""
     if n > 9:
-        raise ConfigError(f"enumerating permutations is only for n <= 9, got {n}")
+        raise ValueError(f"enumerating permutations is only for n <= 9, got {n}")
     return np.array(list(itertools.permutations(range(n))), dtype=np.int64)
 
 

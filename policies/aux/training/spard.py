@@ -22,17 +22,15 @@ from typing import Literal
 import numpy as np
 import torch
 
-from envs.errors import ConfigError, choice_error
-
 SafetyMode = Literal["project", "gradient", "none"]
 
 
 def relevance_diversity_kernel(candidates: np.ndarray, references: np.ndarray, beta: float = 1.0) -> np.ndarray:
     """DPP kernel ``diag(q) cos(E, E) diag(q)``, ``q_i = (max_j cos(e_i, r_j))^β`` (negative similarities → 0)."""
     if candidates.ndim != 2 or references.ndim != 2 or candidates.shape[1] != references.shape[1]:
-        raise ConfigError(f"embeddings must be n × d and m × d, got {candidates.shape} and {references.shape}")
+        raise ValueError(f"embeddings must be n × d and m × d, got {candidates.shape} and {references.shape}")
     if beta < 0:
-        raise ConfigError(f"beta must be >= 0, got {beta}")
+        raise ValueError(f"beta must be >= 0, got {beta}")
     e = candidates / np.maximum(np.linalg.norm(candidates, axis=1, keepdims=True), 1e-12)
     r = references / np.maximum(np.linalg.norm(references, axis=1, keepdims=True), 1e-12)
     q = np.clip((e @ r.T).max(axis=1), 0.0, None) ** beta
@@ -49,9 +47,9 @@ def greedy_dpp_map(kernel: np.ndarray, k: int, eps: float = 1e-10) -> list[int]:
     kernel = np.asarray(kernel, dtype=np.float64)
     n = kernel.shape[0]
     if kernel.shape != (n, n):
-        raise ConfigError(f"kernel must be square, got {kernel.shape}")
+        raise ValueError(f"kernel must be square, got {kernel.shape}")
     if not 0 <= k <= n:
-        raise ConfigError(f"k must be in [0, {n}], got {k}")
+        raise ValueError(f"k must be in [0, {n}], got {k}")
     c = np.zeros((k, n))
     d2 = np.diag(kernel).copy()
     selected: list[int] = []
@@ -108,9 +106,9 @@ def alternating_finetune(
     projection: one optimiser step on ``L_s`` after every utility step) or ``"none"`` (plain fine-tuning).
     """
     if mode not in ("project", "gradient", "none"):
-        raise choice_error("safety mode", mode, ["project", "gradient", "none"])
+        raise ValueError(f"unknown safety mode {mode!r}; valid: project, gradient, none")
     if tau < 0 or delta < 0 or eta <= 0 or max_projections < 1:
-        raise ConfigError(f"need tau, delta >= 0, eta > 0, max_projections >= 1; got {tau}, {delta}, {eta}, "
+        raise ValueError(f"need tau, delta >= 0, eta > 0, max_projections >= 1; got {tau}, {delta}, {eta}, "
                           f"{max_projections}")
     params = [p for p in model.parameters() if p.requires_grad]
     steps = projections = triggered = 0

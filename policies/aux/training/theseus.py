@@ -17,8 +17,6 @@ from collections.abc import Sequence
 
 import torch
 
-from envs.errors import ConfigError
-
 
 def procrustes_map(a_src: torch.Tensor, a_tgt: torch.Tensor, center: bool = False) -> torch.Tensor:
     """Orthogonal Procrustes map ``T = U Vᵀ`` (``d_src × d_tgt``) from paired activations ``m × d_src`` / ``m × d_tgt``.
@@ -57,11 +55,11 @@ def transport_update(
     out = delta_w
     if out.ndim == 2 and t_in is not None:
         if t_in.shape[0] != out.shape[1]:
-            raise ConfigError(f"T_in has {t_in.shape[0]} rows but the update has {out.shape[1]} inputs")
+            raise ValueError(f"T_in has {t_in.shape[0]} rows but the update has {out.shape[1]} inputs")
         out = out @ t_in
     if t_out is not None:
         if t_out.shape[0] != out.shape[0]:
-            raise ConfigError(f"T_out has {t_out.shape[0]} rows but the update has {out.shape[0]} outputs")
+            raise ValueError(f"T_out has {t_out.shape[0]} rows but the update has {out.shape[0]} outputs")
         out = t_out.T @ out
     return alpha * out
 
@@ -75,7 +73,7 @@ def transport_chain(
     ``None`` means identity.
     """
     if len(maps) != len(deltas) + 1:
-        raise ConfigError(f"a chain of {len(deltas)} layers needs {len(deltas) + 1} maps, got {len(maps)}")
+        raise ValueError(f"a chain of {len(deltas)} layers needs {len(deltas) + 1} maps, got {len(maps)}")
     return [
         (transport_update(dw, maps[i], maps[i + 1], alpha), transport_update(db, None, maps[i + 1], alpha))
         for i, (dw, db) in enumerate(deltas)
@@ -84,7 +82,7 @@ def transport_chain(
 
 def _check_pair(a_src: torch.Tensor, a_tgt: torch.Tensor) -> None:
     if a_src.ndim != 2 or a_tgt.ndim != 2 or a_src.shape[0] != a_tgt.shape[0]:
-        raise ConfigError(
+        raise ValueError(
             f"activations must be m × d matrices over the same m inputs, got {tuple(a_src.shape)} and "
             f"{tuple(a_tgt.shape)}"
         )
