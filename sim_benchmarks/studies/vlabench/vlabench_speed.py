@@ -1,6 +1,6 @@
 """Control steps per second of Personalized-VLABench on one core (100 physics substeps + four 224² views per step).
 
-    python -m sim_benchmarks.vlabench_speed --steps 100 --repeats 3 --out results/vlabench_speed.json
+    python -m sim_benchmarks.studies.vlabench.vlabench_speed --steps 100 --repeats 3 --out results/vlabench_speed.json
 
 Runs the scripted expert on every task in one process pinned to one CPU (where the OS allows) and reports the
 median over repeats of (a) step-only throughput and (b) throughput including resets (scene compile, settle phase,
