@@ -85,6 +85,7 @@ class TrainerSpec:
     agents: Mapping[str, str]  # agent name -> one-line description
     run: Callable[..., dict[str, Any]]
     env_names: Callable[[], list[str]] | None = None  # concrete env names for --list and validation
+    options_type: type | None = None  # the typed ``--option`` dataclass, checked before a run writes anything
 
 
 _SUITES: dict[str, SuiteSpec] = {}

@@ -21,6 +21,7 @@ from sim_benchmarks.registry import (
     register_suite,
     register_trainer,
 )
+from sim_benchmarks.training.next_token import NextTokenTrainOptions, run_training
 
 SUITE = "games"
 
@@ -120,16 +121,11 @@ for _name, (_desc, _factory) in POLICIES.items():
                                options_type=POLICY_OPTIONS.get(_name)))
 
 
-def _train(**kwargs: Any) -> dict[str, Any]:
-    from sim_benchmarks.training.next_token import run_training  # torch is imported only when a run starts
-
-    return run_training(**kwargs)
-
-
 register_trainer(TrainerSpec(
     name=SUITE,
     env_prefixes=("games:",),
     agents={"next_token": "causal transformer trained on opponent sequences from D (next-action cross-entropy)"},
-    run=lambda **kw: _train(**kw),
+    run=run_training,  # torch is imported only when a run starts
     env_names=lambda: [f"games:{g}" for g in GAMES] + [f"games:{t}" for t in TASKS],
+    options_type=NextTokenTrainOptions,
 ))

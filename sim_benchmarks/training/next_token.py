@@ -81,7 +81,8 @@ def run_training(*, env: str, agent: str, steps: int, seed: int, out_dir: Path, 
                        seq_len=max(96, cfg.context + 1))
     out_dir = Path(out_dir)
     state_path = out_dir / "train_state.pt"
-    log = TrainLog(out_dir, resume=resume)
+    # Without a checkpoint a resume starts over: records written before the first checkpoint are replaced, not kept.
+    log = TrainLog(out_dir, resume=resume and state_path.exists())
     start = None
     if resume and state_path.exists():
         try:
