@@ -20,7 +20,7 @@ import pytest
 
 import launch.__main__ as embodia
 from launch import eval as eval_cli
-from launch import leaderboard, run, train, train_attributes, train_localiser, train_vla
+from launch import leaderboard, run, study, train, train_attributes, train_localiser, train_vla
 from sim_benchmarks.results_folder import FolderLock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +104,9 @@ def _cycle(w: Path) -> str:
 
 
 def _eval_file(expr: str) -> Callable[[Path], list[str]]:
-    return lambda w: [_launch(w, "e.launch.xml", f'<launch>\n  <let name="x" value="$(eval {expr})"/>\n</launch>')]
+    # The expression is one double-quoted argument, as the ROS 2 grammar requires (&quot; inside the XML attribute).
+    return lambda w: [_launch(w, "e.launch.xml",
+                              f'<launch>\n  <let name="x" value="$(eval &quot;{expr}&quot;)"/>\n</launch>')]
 
 
 # (entry point, argv builder given the working folder, text the one stderr line must contain)
@@ -125,7 +127,7 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("eval", lambda w: ["--env", "games", "--env-option", "rounds=abc", "--out", f"{w}/o"], "rounds"),
     ("eval", lambda w: ["--env", "games", "--env-option", "noequals", "--out", f"{w}/o"], "key=value"),
     ("eval", lambda w: ["--env", "classic_control", "--env-option", "max_steps=abc", "--out", f"{w}/o"],
-     "max_steps=abc"),
+     "max_steps must be an integer"),
     ("eval", lambda w: ["--env", "games", "--policy-option", "nope=1", "--out", f"{w}/o"], "'nope'"),
     ("eval", lambda w: ["--env", "games", "--policy", "windowed_robust", "--policy-option", "window=abc", "--out",
                         f"{w}/o"], "window"),
@@ -176,6 +178,10 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("train_localiser", lambda w: ["--out", f"{w}/o", "--checkpoint", f"{w}/bad_ckpt"], "manifest"),
     ("train_localiser", lambda w: ["--out", f"{w}/o", "--checkpoint", f"{w}/missing"], "missing"),
     # ---- launch.leaderboard: folders and summaries
+    ("study", lambda w: ["nope"], "unknown study 'nope'; valid: aux"),
+    ("study", lambda w: [], "unknown study ''"),
+    ("study", lambda w: ["aux", "nope", "--out", f"{w}/o"], "unknown aux method 'nope'"),
+    ("study", lambda w: ["aux", "dmanet", "--seeds", "x", "--out", f"{w}/o"], "--seeds"),
     ("leaderboard", lambda w: [f"{w}/missing"], "not a results folder"),
     ("leaderboard", lambda w: [f"{w}/empty"], "no summary.json"),
     ("leaderboard", lambda w: [f"{w}/file"], "not a results folder"),
@@ -210,8 +216,10 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("run", _eval_file("[c for c in 'ab']"), "not allowed"),
     ("run", _eval_file("f'{1}'"), "JoinedStr is not allowed"),
     ("run", _eval_file("1 +"), "not a valid expression"),
-    ("run", lambda w: [_launch(w, "u.launch.xml", '<launch>\n<let name="x" value="$(eval (1 + 2)"/>\n</launch>')],
-     "u.launch.xml:2: unclosed"),
+    ("run", lambda w: [_launch(w, "u.launch.xml", '<launch>\n<let name="x" value="$(eval \'1 + 2\'"/>\n</launch>')],
+     "u.launch.xml:2: a space or ')' after a quoted argument"),
+    ("run", lambda w: [_launch(w, "q.launch.xml", '<launch>\n<let name="x" value="$(eval \'1\' + 2)"/>\n</launch>')],
+     "q.launch.xml:2: $(eval) takes 1..2 arguments, got 3"),
     ("run", lambda w: [_launch(w, "m.launch.xml", "<launch>\n  <arg default='1'/>\n</launch>")],
      "m.launch.xml:2: <arg> needs the attribute(s) name"),
     ("run", lambda w: [_launch(w, "m.launch.xml", "<launch>\n\n  <include/>\n</launch>")],
@@ -245,7 +253,7 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
 ]
 MAINS = {"eval": eval_cli.main, "train": train.main, "train_vla": train_vla.main,
          "train_attributes": train_attributes.main, "train_localiser": train_localiser.main,
-         "leaderboard": leaderboard.main, "run": run.main, "__main__": embodia.main}
+         "leaderboard": leaderboard.main, "run": run.main, "study": study.main, "__main__": embodia.main}
 
 
 def _binary(w: Path, name: str) -> Path:
@@ -291,7 +299,7 @@ def test_nested_parentheses_in_eval_are_expanded_fully(tmp_path):
 
     f = tmp_path / "n.launch.xml"
     f.write_text('<launch><arg name="n" default="4"/>'
-                 '<node pkg="embodia" exec="eval" args="--episodes $(eval ((1 + 2) * ($(var n) - 1)) // 1)"/>'
+                 '<node pkg="embodia" exec="eval" args="--episodes $(eval \'((1 + 2) * ($(var n) - 1)) // 1\')"/>'
                  '</launch>')
     (node,) = load_launch_file(f)
     assert node.argv == ["--episodes", "9"]

@@ -160,7 +160,7 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
     few.act(obs)
     assert few.episode_info()["candidates"] <= 2
     for bad in (0, "three", True):
-        with pytest.raises(ConfigError, match="vap_candidates must be an integer >= 1"):
+        with pytest.raises(ConfigError, match="vap_candidates must be an integer"):
             registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
                                                                            "vap_candidates": bad}))
@@ -169,7 +169,7 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
                                                                    "vap_hue_margin": 60}))
     assert margin.prompter.hue_margin == 60.0
     for bad in (-1, 181, "sixty", True):
-        with pytest.raises(ConfigError, match="vap_hue_margin must be a number of degrees"):
+        with pytest.raises(ConfigError, match="vap_hue_margin must be a number"):
             registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
                                                                            "vap_hue_margin": bad}))
