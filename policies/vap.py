@@ -99,6 +99,18 @@ class VisualAttentivePrompting:
             return int(self.info["personal_body_id"])
         return self.target_id_fn() if self.target_id_fn is not None else None
 
+    def _score(self, image: np.ndarray, cands: list[Any]) -> tuple[np.ndarray, int]:
+        """Each candidate's final score (reference match weighted by the category prior) and the chosen index
+        (the best, unless one of its parts alone matches the references better)."""
+        match, cues = self.matcher.score_with_cues(image, cands)
+        cat = np.array([c.score for c in cands], float)
+        prior = cat / cat.max() if cat.max() > 0 else np.ones_like(cat)
+        w = self.config.category_weight
+        final = match * ((1.0 - w) + w * prior)
+        best = prefer_part([c.mask for c in cands], int(np.argmax(final)), self.matcher.absolute(cues),
+                           self.config.part_margin)
+        return final, best
+
     def _ground(self, obs: dict[str, Any], image: np.ndarray) -> None:
         if self.sensors_fn is not None and (obs.get("depth") is None or obs.get("segmentation") is None):
             obs = {**self.sensors_fn(), **{k: v for k, v in obs.items() if v is not None}}
@@ -109,13 +121,7 @@ class VisualAttentivePrompting:
         if not cands:
             self.fallback_reason = f"detector found no {self.category}"
             return
-        match, cues = self.matcher.score_with_cues(image, cands)
-        cat = np.array([c.score for c in cands], float)
-        prior = cat / cat.max() if cat.max() > 0 else np.ones_like(cat)
-        w = self.config.category_weight
-        final = match * ((1.0 - w) + w * prior)
-        best = prefer_part([c.mask for c in cands], int(np.argmax(final)), self.matcher.absolute(cues),
-                           self.config.part_margin)
+        final, best = self._score(image, cands)
         self.chosen_score = float(final[best])
         if self.chosen_score < self.config.min_score:
             self.fallback_reason = f"no confident match (best score {self.chosen_score:.3f})"

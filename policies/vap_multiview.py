@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from perception.candidate import Candidate
-from perception.matching import prefer_part
 from policies.vap import VisualAttentivePrompting, _majority_id
 
 FUSE_RADIUS = 0.05  # metres: candidates of different views closer than this are the same object
@@ -62,13 +61,7 @@ class MultiViewVAP(VisualAttentivePrompting):
         cands = cands[: self.config.max_candidates]
         if not cands:
             return [], np.zeros(0), []
-        match, cues = self.matcher.score_with_cues(image, cands)
-        cat = np.array([c.score for c in cands], float)
-        prior = cat / cat.max() if cat.max() > 0 else np.ones_like(cat)
-        w = self.config.category_weight
-        final = match * ((1.0 - w) + w * prior)
-        best = prefer_part([c.mask for c in cands], int(np.argmax(final)), self.matcher.absolute(cues),
-                           self.config.part_margin)
+        final, best = self._score(image, cands)
         if best != int(np.argmax(final)):  # the part rule wins: give it the top score so fusion agrees
             final[best] = final.max() + 1e-6
         pool = list(getattr(self.detector, "all_masks", None) or [c.mask for c in cands])

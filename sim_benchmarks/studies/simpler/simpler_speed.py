@@ -21,15 +21,12 @@ from policies.scripted_expert import ScriptedExpert
 from sim_benchmarks.cli import ArgumentParser, main_guard
 
 
-def measure(task: str, steps: int, image_size: int, privileged: bool, seed: int = 0) -> dict[str, float]:
-    """Run ``steps`` control steps of the expert on ``task``; return step-only and with-reset rates."""
-    env = make_env(task, {"image_size": image_size, "privileged": privileged})
-    expert = ScriptedExpert(env)
+def time_expert_steps(env, expert, steps: int, seed: int = 0) -> tuple[float, float, int]:
+    """Run ``steps`` control steps of a scripted ``expert``, resetting on episode ends: (seconds inside
+    ``env.step``, total seconds including resets, episodes started)."""
     step_time, total_start, done, episode = 0.0, time.perf_counter(), 0, 0
-    resets = 0
     while done < steps:
         obs, info = env.reset(seed=seed + episode)
-        resets += 1
         expert.reset(obs["instruction"], info)
         while done < steps:
             action = expert.act(obs)
@@ -40,7 +37,13 @@ def measure(task: str, steps: int, image_size: int, privileged: bool, seed: int 
             if terminated or truncated:
                 break
         episode += 1
-    total = time.perf_counter() - total_start
+    return step_time, time.perf_counter() - total_start, episode
+
+
+def measure(task: str, steps: int, image_size: int, privileged: bool, seed: int = 0) -> dict[str, float]:
+    """Run ``steps`` control steps of the expert on ``task``; return step-only and with-reset rates."""
+    env = make_env(task, {"image_size": image_size, "privileged": privileged})
+    step_time, total, resets = time_expert_steps(env, ScriptedExpert(env), steps, seed)
     env.close()
     return {"steps_per_s": steps / step_time, "steps_per_s_with_resets": steps / total, "episodes": resets}
 

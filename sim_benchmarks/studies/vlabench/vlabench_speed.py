@@ -18,6 +18,7 @@ from pathlib import Path
 
 from envs.errors import ConfigError
 from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.studies.simpler.simpler_speed import time_expert_steps
 
 
 def measure(task: str, steps: int, image_size: int, cameras: tuple[str, ...], seed: int = 0) -> dict[str, float]:
@@ -26,23 +27,7 @@ def measure(task: str, steps: int, image_size: int, cameras: tuple[str, ...], se
     from policies.vlabench_expert import VLABenchExpert
 
     env = make_env(task, {"image_size": image_size, "cameras": ",".join(cameras)})
-    expert = VLABenchExpert(env)
-    step_time, done, episode, resets = 0.0, 0, 0, 0
-    total_start = time.perf_counter()
-    while done < steps:
-        obs, info = env.reset(seed=seed + episode)
-        resets += 1
-        expert.reset(obs["instruction"], info)
-        while done < steps:
-            action = expert.act(obs)
-            t0 = time.perf_counter()
-            obs, _, terminated, truncated, _ = env.step(action)
-            step_time += time.perf_counter() - t0
-            done += 1
-            if terminated or truncated:
-                break
-        episode += 1
-    total = time.perf_counter() - total_start
+    step_time, total, resets = time_expert_steps(env, VLABenchExpert(env), steps, seed)
     # Render cost alone: every configured view of the final state, 20 times.
     t0 = time.perf_counter()
     for _ in range(20):
