@@ -124,8 +124,8 @@ NEEDLE = " The pass key number {i} is {code}. Remember it."
 @torch.no_grad()
 def passkey_retention(seed: int, n_tokens: int) -> dict[str, float]:
     """SmolLM2 cache retention of passkey-digit entries at 25 % and 50 % compression, per scorer."""
+    from perception.smollm2 import load_smollm2
     from sim_benchmarks.studies.aux.pydoc_topics_text import pydoc_topics_text
-    from sim_benchmarks.studies.aux.smollm2 import load_smollm2
 
     model, tok = load_smollm2()
     rng = np.random.default_rng(1000 + seed)
