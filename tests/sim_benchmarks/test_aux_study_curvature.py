@@ -88,6 +88,8 @@ def test_curvature_quick_run_writes_results(tmp_path, capsys):
     checks = data["checks"]
     assert 1 <= checks["peak_layer"] <= 30 and len(checks["per_layer_r_all_chunks"]) == 31
     assert checks["pass_growth"] is False  # one seed cannot show growth with a CI
+    sweep = checks["k_sensitivity_per_layer_r"]
+    assert sorted(map(int, sweep)) == [1, 2, 4, 8, 16, 32] and all(len(v) == 31 for v in sweep.values())
     row = data["per_seed"][0]
     assert row["perturb_probe_copy_max_abs_err"] < 1e-3 and row["perturb_ratio"] > 0
     for name in ("init", "trained", "straight"):

@@ -8,6 +8,7 @@ the odd chunks (so the reported r is not the maximum over 31 correlated layers o
 a block bootstrap over runs of ``BLOCK`` consecutive positions (curvature windows overlap, tokens are not independent).
 Null: each held-out chunk's curvature sequence circularly shifted by a random offset ≥ ``BLOCK`` (it keeps the
 series' autocorrelation and breaks only its alignment with entropy).
+An exploratory sweep over k (1–32) is reported beside the pre-set K; it is not a pass criterion.
 Part B (perturbations, per seed): at the peak layer, ``N_PROBES`` positions of one held-out chunk get their hidden
 state moved by ``ALPHA`` · ‖v_t‖ along v_t (aligned) or along a random direction orthogonal to the local trajectory
 plane (misaligned), each with both signs; |ΔH_t| is measured on copies of those positions appended to the sequence
@@ -49,6 +50,8 @@ K = 8  # turning angles averaged into one curvature value (chosen before any run
 SKIP = 16  # first positions dropped: SmolLM2's first tokens are attention sinks with outsized hidden-state norms
 BLOCK = 64  # bootstrap / shift unit in positions, well above K so blocks are nearly independent
 R_MIN, RATIO_MIN = 0.08, 3.0
+SENS_KS = (1, 2, 4, 8, 16, 32)  # exploratory sweep over k, reported beside the pre-set K
+SENS_START = max(SENS_KS) + 1  # first position where every k in the sweep is defined
 
 
 @dataclass(frozen=True)
@@ -267,10 +270,19 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     t0 = time.perf_counter()
     model, tok = load_smollm2()
     chunks = chunk_ids(tok, cfg)
-    series = [smollm2_series(model, ids) for ids in chunks]
-    curv = [s[0] for s in series]
-    ent = [s[1] for s in series]
     sel, held = list(range(0, len(chunks), 2)), list(range(1, len(chunks), 2))
+    curv, ent, held_hidden = [], [], {}
+    sens_curv: dict[int, list[np.ndarray]] = {k: [] for k in SENS_KS}
+    sens_ent = []
+    for i, ids in enumerate(chunks):
+        c, e, hidden = smollm2_series(model, ids)
+        curv.append(c)
+        ent.append(e)
+        for k in SENS_KS:
+            sens_curv[k].append(torch.stack([curvature(h, k) for h in hidden], dim=-1)[SENS_START:].numpy())
+        sens_ent.append(e[SENS_START - SKIP:])
+        if i in held:  # only held-out chunks are perturbed later
+            held_hidden[i] = hidden
     r_all, ci_all = block_bootstrap_r(curv, ent, cfg.boot_reps, rng)
     r_sel = _spearman_columns(np.concatenate([curv[i] for i in sel]), np.concatenate([ent[i] for i in sel]))
     peak = int(np.argmax(r_sel[1:])) + 1  # a block output: the embedding layer has no context to bend
@@ -280,6 +292,10 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     null = shifted_null_r(held_curv, held_ent, cfg.null_reps, rng)
     r_peak, lo, hi = float(r_held[0]), float(ci_held[0, 0]), float(ci_held[1, 0])
     null_q975 = float(np.quantile(null, 0.975))
+    # Sensitivity to k (exploratory, not a pass criterion): per-layer r on all chunks from position SENS_START on,
+    # so every k is scored on the same positions.
+    e_all = np.concatenate(sens_ent)
+    sens = {k: [float(v) for v in _spearman_columns(np.concatenate(sens_curv[k]), e_all)] for k in SENS_KS}
     smol_seconds = time.perf_counter() - t0
 
     # Part C data: char-level prose, training on the first 90 %, held-out windows from the rest.
@@ -295,7 +311,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
         row: dict[str, float] = {"seed": int(seed)}
         # Part B: perturbations at the peak layer on held-out chunk (seed mod #held-out).
         c_idx = held[seed % len(held)]
-        pert = perturbation_effect(model, chunks[c_idx], series[c_idx][2][peak], peak, seed, cfg)
+        pert = perturbation_effect(model, chunks[c_idx], held_hidden[c_idx][peak], peak, seed, cfg)
         row |= {"perturb_chunk": c_idx} | {f"perturb_{k}": v for k, v in pert.items()}
         # Part C: tiny GPT at init, trained, trained with the straightness regulariser.
         for name, lam, init_only in (("init", 0.0, True), ("trained", 0.0, False),
@@ -320,6 +336,8 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
         "tokens_all_chunks": int(sum(len(e) for e in ent)),
         "tokens_heldout": int(sum(len(e) for e in held_ent)),
         "smollm2_seconds": smol_seconds,
+        "k_sensitivity_per_layer_r": {str(k): v for k, v in sens.items()},
+        "k_sensitivity_positions": int(e_all.size),
         "tiny_r_growth": growth,
         "perturb_ratio": ratio,
         "perturb_dH_aligned": mean_ci(col["perturb_dH_aligned"]),
