@@ -347,6 +347,10 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     for name in ("init", "trained", "straight"):
         for key in ("r_blocks_mean", "r_layer1", "r_layer2", "angle_blocks_mean", "heldout_loss"):
             checks[f"tiny_{name}_{key}"] = mean_ci(col[f"tiny_{name}_{key}"])
+    # What the straightness regulariser changes against the same init and batches without it (paired by seed).
+    for key in ("r_blocks_mean", "angle_blocks_mean", "heldout_loss"):
+        checks[f"tiny_straight_minus_trained_{key}"] = paired_diff_ci(col[f"tiny_straight_{key}"],
+                                                                      col[f"tiny_trained_{key}"])
     ok_r = r_peak >= R_MIN and lo > 0 and r_peak > null_q975
     ok_growth = len(seeds) >= 2 and growth[1] > 0  # one seed has no CI: the growth check cannot pass on it
     ok_ratio = ratio[0] >= RATIO_MIN
