@@ -1,6 +1,6 @@
 """Contextual curvature ↔ next-token entropy: SmolLM2-135M on real prose, a tiny GPT over training, perturbations.
 
-Part A (real): SmolLM2-135M-Instruct over ``N_CHUNKS`` chunks × ``CHUNK_TOKENS`` tokens of the Python reference prose
+Part A (real): SmolLM2-135M-Instruct over ``n_chunks`` chunks × ``chunk_tokens`` tokens of the Python reference prose
 (``pydoc_data.topics``). For every layer l (0 = embeddings, l = output of block l) and every position t ≥ ``SKIP``,
 the curvature c_t (mean turning angle of the last ``K`` steps of that layer's trajectory) is rank-correlated with the
 next-token entropy H_t of the model's output. The peak layer is chosen on the even chunks and its r is measured on
@@ -9,13 +9,13 @@ a block bootstrap over runs of ``BLOCK`` consecutive positions (curvature window
 Null: each held-out chunk's curvature sequence circularly shifted by a random offset ≥ ``BLOCK`` (it keeps the
 series' autocorrelation and breaks only its alignment with entropy).
 An exploratory sweep over k (1–32) is reported beside the pre-set K; it is not a pass criterion.
-Part B (perturbations, per seed): at the peak layer, ``N_PROBES`` positions of one held-out chunk get their hidden
-state moved by ``ALPHA`` · ‖v_t‖ along v_t (aligned) or along a random direction orthogonal to the local trajectory
+Part B (perturbations, per seed): at the peak layer, ``n_probes`` positions of one held-out chunk get their hidden
+state moved by ``alpha`` · ‖v_t‖ along v_t (aligned) or along a random direction orthogonal to the local trajectory
 plane (misaligned), each with both signs; |ΔH_t| is measured on copies of those positions appended to the sequence
 (each copy sees the unperturbed prefix and itself only), so one forward pass holds every probe independently.
-Part C (emergence, per seed): a char-level tiny GPT (2 layers, d = 64) on the same prose (first 90 % for training,
-last 10 % held out); r per layer at initialisation and after training; a third copy trained with the straightness
-regulariser shows what straightening costs.
+Part C (emergence, per seed): a char-level tiny GPT (2 layers, d = 64; sizes in ``CurvatureStudyConfig``) on the
+same prose (first 90 % for training, last 10 % held out); r per layer at initialisation and after training; a third
+copy, same init and batches, trained with the straightness regulariser shows what straightening changes.
 """
 
 from __future__ import annotations
