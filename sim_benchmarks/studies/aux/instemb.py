@@ -9,11 +9,11 @@ Per seed: (colour, category) pairs are split so that 4 of the 16 pairs (one per 
 in training; every test object has one of these held-out pairs. A tiny causal LM (2 layers, d=48) is first trained to
 answer. Then each embedding variant fine-tunes a copy of it with InfoNCE (in-batch unique answers as candidates) on
 training objects only, with identical batches across variants: mean pooling, last input token, and InstEmb (last
-token + K look-ahead tokens self-distilled toward the pooled golden answer, DAAP at test). Test: the embedding of
-(description, instruction) must retrieve its answer among all 174 distinct answers, each embedded as a document by
-the same model; Recall@1 over all held-out queries. Generate-then-re-encode decodes the answer greedily with the LM
-and embeds the generated text with the last-token model's document encoder. Latency: one query at a time, one thread,
-median over queries.
+token + K look-ahead tokens self-distilled toward the golden answer's mean word state under the frozen answer-trained
+LM, DAAP at test). Test: the embedding of (description, instruction) must retrieve its answer among all 174 distinct
+answers, each embedded as a document by the same model; Recall@1 over all held-out queries. Generate-then-re-encode
+decodes the answer greedily with the LM and embeds the generated text with the last-token model's document encoder.
+Latency: one query at a time, one thread, median over queries.
 """
 
 from __future__ import annotations
@@ -157,6 +157,7 @@ class Tasks:
         self.answer_index = {a: i for i, a in enumerate(self.answers)}
 
     def words(self, text: str) -> list[int]:
+        """Token ids of a space-separated text."""
         return [self.vocab[w] for w in text.split()]
 
     def prompt(self, obj: Obj, instruction: str, wording: int, template: int) -> list[int]:
@@ -214,6 +215,7 @@ class Embedder:
         self.alpha = inst.alpha
 
     def parameters(self):
+        """What the optimiser trains: the LM copy, plus the look-ahead tokens for InstEmb."""
         return (self.encoder or self.model).parameters()
 
     def embed(self, b: Batch, alpha: float | None = None) -> torch.Tensor:
