@@ -80,6 +80,24 @@ class StudyConfig:
 QUICK = StudyConfig(n_calib=8, n_test=12, random_draws=1, max_len=32, speed_batch=4, speed_repeats=2)
 
 
+def bert_layers(model) -> list[AttentionProjections]:
+    """The q/k/v/output linears of every layer of a transformers BertModel."""
+    return [AttentionProjections(query=lyr.attention.self.query, key=lyr.attention.self.key,
+                                 value=lyr.attention.self.value, out=lyr.attention.output.dense)
+            for lyr in model.encoder.layer]
+
+
+def sliced_bert(model, keep: Tensor):
+    """A deep copy of a BertModel with the heads where ``keep`` (L, H) is False physically removed."""
+    model = copy.deepcopy(model)
+    head_dim = model.config.hidden_size // model.config.num_attention_heads
+    for lyr, proj, k in zip(model.encoder.layer, bert_layers(model), keep, strict=True):
+        n = slice_heads(proj, k, head_dim)
+        lyr.attention.self.num_attention_heads = n  # the forward reshapes by head size, so this is bookkeeping
+        lyr.attention.self.all_head_size = n * head_dim
+    return model
+
+
 class MiniLM:
     """Offline all-MiniLM-L6-v2 as a plain BertModel; mean pooling + L2 norm, as sentence-transformers does."""
 
@@ -103,19 +121,12 @@ class MiniLM:
 
     @staticmethod
     def layers(model) -> list[AttentionProjections]:
-        """The q/k/v/output linears of every BERT layer."""
-        return [AttentionProjections(query=lyr.attention.self.query, key=lyr.attention.self.key,
-                                     value=lyr.attention.self.value, out=lyr.attention.output.dense)
-                for lyr in model.encoder.layer]
+        """The q/k/v/output linears of every layer."""
+        return bert_layers(model)
 
     def sliced(self, keep: Tensor):
         """A copy of the model with the heads where ``keep`` (L, H) is False physically removed."""
-        model = copy.deepcopy(self.model)
-        for lyr, proj, k in zip(model.encoder.layer, self.layers(model), keep, strict=True):
-            n = slice_heads(proj, k, self.head_dim)
-            lyr.attention.self.num_attention_heads = n  # the forward reshapes by head size, so only bookkeeping
-            lyr.attention.self.all_head_size = n * self.head_dim
-        return model
+        return sliced_bert(self.model, keep)
 
     def batch(self, texts: list[str], max_len: int) -> dict[str, Tensor]:
         return self.tok(texts, padding=True, truncation=True, max_length=max_len, return_tensors="pt")
