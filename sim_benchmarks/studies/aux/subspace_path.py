@@ -65,7 +65,7 @@ ARMS = ("subspace", "magnitude", "taylor", "random")
 
 @dataclass(frozen=True)
 class StudyConfig:
-    """Sizes of one run (the full run fits ~5 minutes of one core)."""
+    """Sizes of one run (the full 5-seed run took about 6 minutes of CPU time on one loaded core)."""
 
     n_calib: int = 16  # calibration pairs per scenario
     n_test: int = 40  # test pairs per scenario (candidates for Recall@1)
@@ -129,10 +129,12 @@ class MiniLM:
         return sliced_bert(self.model, keep)
 
     def batch(self, texts: list[str], max_len: int) -> dict[str, Tensor]:
+        """Tokenised, padded, truncated batch."""
         return self.tok(texts, padding=True, truncation=True, max_length=max_len, return_tensors="pt")
 
     @staticmethod
     def pool(hidden: Tensor, mask: Tensor) -> Tensor:
+        """Mean over the real (unpadded) tokens: (B, T, d) → (B, d)."""
         m = mask[..., None].to(hidden.dtype)
         return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
