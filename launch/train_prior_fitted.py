@@ -88,6 +88,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     require_positive(args, ("steps", "batch", "d_model", "layers", "eval_tasks"))
     out = check_out_dir(args.out)
+    if not args.lr > 0:
+        raise ConfigError(f"--lr must be > 0, got {args.lr}")
     if args.d_model % 4:
         raise ConfigError(f"--d-model must be a multiple of 4 (the head count), got {args.d_model}")
     model_cfg = ModelConfig(d_model=args.d_model, n_layers=args.layers, d_ff=2 * args.d_model)
