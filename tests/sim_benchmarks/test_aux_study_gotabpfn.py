@@ -1,4 +1,5 @@
-"""Smoke run of the gotabpfn study (--quick): the results contract and its checks are filled in."""
+"""Smoke run of the gotabpfn study (--quick): the results contract and its checks are filled in, with the shipped
+prior-fitted transformer as one of the frozen heads."""
 
 import json
 
@@ -17,6 +18,10 @@ def test_gotabpfn_quick_run_writes_results(tmp_path):
     assert data["seeds"] == [0] and len(data["per_seed"]) == 1
     assert isinstance(data["passed"], bool) and data["verdict"].split(":")[0] in ("reproduced", "not reproduced")
     assert data["value"] == data["value"]  # not NaN
+    row = data["per_seed"][0]
+    for order in ("go_lr", "random", "variance", "pca"):  # the frozen prior-fitted head scores every order
+        assert 0.0 <= row[f"mnist/pfn/64/{order}"] <= 100.0
+    assert "prior-fitted" in data["metric"]
 
 
 @pytest.mark.slow

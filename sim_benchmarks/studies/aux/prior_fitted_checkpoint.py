@@ -1,0 +1,85 @@
+"""The shipped prior-fitted transformer's checkpoint folder: ``model.pt`` (float32 state dict), ``model.pt.sha256``
+and ``manifest.json`` (format, file, sha256, model config, training facts). Loading verifies the sha256 first, so a
+corrupt or replaced weights file is a ConfigError, never a silent load."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from envs.errors import ConfigError
+from policies.aux.structured.prior_fitted import PriorFittedTransformer, build_model
+from policies.vla.checkpoint_files import sha256_file
+from sim_benchmarks.train_log import write_json_atomic
+
+FORMAT = "embodia.prior_fitted_tab/1"
+WEIGHTS_FILE = "model.pt"
+MANIFEST_FILE = "manifest.json"
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[3] / "checkpoints" / "prior_fitted_tab"
+RETRAIN = "python -m launch.train_prior_fitted --out checkpoints/prior_fitted_tab (see its manifest for the flags)"
+
+
+def save_checkpoint(model: PriorFittedTransformer, folder: str | Path, config: dict[str, Any],
+                    training: dict[str, Any]) -> dict[str, Any]:
+    """Write the weights (byte-stable: the same weights give the same sha256), the ``.sha256`` line and the
+    manifest into ``folder``; returns the manifest."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()  # torch.save names its archive after the file: a buffer keeps the bytes name-independent
+    torch.save({"state_dict": {k: v.detach().float().clone() for k, v in model.state_dict().items()}}, buf)
+    path = folder / WEIGHTS_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+    digest = sha256_file(path)
+    path.with_name(path.name + ".sha256").write_text(f"{digest}  {WEIGHTS_FILE}\n")
+    manifest = {"format": FORMAT, "file": WEIGHTS_FILE, "sha256": digest, "config": config, "training": training}
+    write_json_atomic(folder / MANIFEST_FILE, manifest)
+    return manifest
+
+
+def read_manifest(folder: str | Path = DEFAULT_CHECKPOINT) -> dict[str, Any]:
+    """The checkpoint's manifest (ConfigError when the folder or manifest is missing, unreadable or foreign)."""
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise ConfigError(f"prior-fitted checkpoint {str(folder)!r} has no {MANIFEST_FILE}; train one with {RETRAIN}")
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"prior-fitted manifest {str(path)!r} is not valid JSON") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise ConfigError(f"{str(path)!r} has format {found!r}; expected {FORMAT!r}")
+    return manifest
+
+
+def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> PriorFittedTransformer:
+    """The frozen model of a checkpoint folder, after checking the weights against the manifest's sha256."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    try:
+        path = folder / str(manifest["file"])
+        expected = str(manifest["sha256"])
+        config = dict(manifest["config"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"prior-fitted manifest in {str(folder)!r} is malformed ({exc})") from exc
+    if not path.is_file():
+        raise ConfigError(f"prior-fitted weights {str(path)!r} are missing; train them with {RETRAIN}")
+    digest = sha256_file(path)
+    if digest != expected:
+        raise ConfigError(f"prior-fitted weights {str(path)!r} fail the sha256 check (file {digest[:12]}…, manifest "
+                          f"{expected[:12]}…): corrupt or replaced; retrain with {RETRAIN}")
+    try:
+        model = build_model(config)
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["state_dict"])
+    except Exception as exc:  # a foreign file whose sha256 was recorded anyway, or a config that does not fit
+        raise ConfigError(f"prior-fitted weights {str(path)!r} do not fit their config: {type(exc).__name__}") from exc
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model

@@ -1,0 +1,78 @@
+"""The prior-fitted checkpoint folder: a saved model reloads identically, a corrupt file fails its sha256 check with a
+message that says so, the shipped checkpoint verifies, and the training command refuses bad flags."""
+
+import json
+
+import numpy as np
+import pytest
+
+from envs.errors import ConfigError
+from launch.train_prior_fitted import main as train_main
+from policies.aux.structured.prior_fitted import build_model, predict_proba
+from policies.vla.checkpoint_files import sha256_file
+from sim_benchmarks.studies.aux.prior_fitted_checkpoint import (
+    DEFAULT_CHECKPOINT,
+    load_checkpoint,
+    read_manifest,
+    save_checkpoint,
+)
+
+CONFIG = {"d_model": 32, "n_layers": 2, "n_heads": 4, "d_ff": 64}
+
+
+def saved(tmp_path):
+    model = build_model(CONFIG, seed=4)
+    save_checkpoint(model, tmp_path, CONFIG, {"seed": 4})
+    return model
+
+
+def test_a_saved_checkpoint_reloads_to_the_same_predictions(tmp_path):
+    model = saved(tmp_path)
+    rng = np.random.default_rng(0)
+    xtr, ytr, xte = rng.standard_normal((20, 5)), rng.integers(0, 3, 20), rng.standard_normal((7, 5))
+    loaded = load_checkpoint(tmp_path)
+    np.testing.assert_array_equal(predict_proba(loaded, xtr, ytr, xte, 3), predict_proba(model, xtr, ytr, xte, 3))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert (tmp_path / "model.pt.sha256").read_text().split()[0] == manifest["sha256"]
+
+
+def test_saving_the_same_weights_twice_gives_the_same_bytes(tmp_path):
+    saved(tmp_path / "a")
+    saved(tmp_path / "b")
+    assert sha256_file(tmp_path / "a" / "model.pt") == sha256_file(tmp_path / "b" / "model.pt")
+
+
+def test_a_corrupt_weights_file_fails_the_sha256_check(tmp_path):
+    saved(tmp_path)
+    path = tmp_path / "model.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match=r"fail the sha256 check \(file [0-9a-f]{12}…, manifest [0-9a-f]{12}…\): "
+                                          r"corrupt or replaced; retrain with python -m launch.train_prior_fitted"):
+        load_checkpoint(tmp_path)
+
+
+def test_missing_or_foreign_checkpoints_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="has no manifest.json"):
+        load_checkpoint(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "something/else"}))
+    with pytest.raises(ConfigError, match="expected 'embodia.prior_fitted_tab/1'"):
+        load_checkpoint(tmp_path)
+
+
+def test_the_shipped_checkpoint_verifies_and_records_how_it_was_made():
+    manifest = read_manifest(DEFAULT_CHECKPOINT)
+    assert manifest["training"]["command"].startswith("python -m launch.train_prior_fitted ")
+    assert isinstance(manifest["training"]["seed"], int)
+    assert (DEFAULT_CHECKPOINT / "model.pt").stat().st_size < 2_000_000
+    model = load_checkpoint(DEFAULT_CHECKPOINT)
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+@pytest.mark.parametrize("argv,needle", [(["--steps", "0"], "--steps must be >= 1"),
+                                         (["--d-model", "30"], "--d-model must be a multiple of 4"),
+                                         (["--lr", "0"], "--lr must be > 0")])
+def test_the_training_command_refuses_bad_flags(tmp_path, capsys, argv, needle):
+    assert train_main(["--out", str(tmp_path / "ck"), *argv]) == 2
+    assert needle in capsys.readouterr().err
