@@ -10,8 +10,11 @@ router gives, without LangGraph's per-step overhead. ``build_graph(checkpointer=
 resumable: an interrupted thread continues from its last completed node.
 
 Memory modes differ only in how the visual-token budget is spent when reading:
-``graph`` (VimRAG: significance from the DAG), ``uniform`` (evenly over every image node), ``linear``
-(arrival order, full grids until the budget is gone) and ``oracle`` (the gold evidence is put in memory).
+``graph`` (VimRAG: significance from the DAG, holding part of the budget back while open leads and the step
+limit still allow further reads), ``uniform`` (evenly over every image node), ``linear`` (arrival order, full
+grids until the budget is gone) and ``oracle`` (the gold evidence is put in memory). Every mode answers with the
+best-supported hypothesis (:meth:`~agents.vimrag.memory.DagMemory.best_hypothesis`): a later read that found the
+budget spent and saw no image cannot override a reading that saw evidence.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def _factory(mode: str):
 
 POLICIES = {
     "vimrag": ("graph", "DAG memory; visual tokens by graph significance (pivotal 7x7, minor compressed, "
-                        "trivial dropped)"),
+                        "trivial dropped), part held back for the reads that open leads still allow"),
     "linear_rag": ("linear", "ReAct-style linear history; images take full 7x7 grids in arrival order until the "
                              "budget is spent"),
     "uniform_budget": ("uniform", "DAG memory; the visual-token budget spread evenly over every image node"),
