@@ -68,7 +68,7 @@ register_suite(SuiteSpec(
     tasks=QUESTION_TYPES,
     make_env=make_env,
     default_policies=("vimrag", "linear_rag", "uniform_budget", "oracle_evidence"),
-    default_episodes=60,
+    default_episodes=50,  # every type has at least this many test questions (drop_colour: 58 on seed 0)
     default_workers=2,
     episode_metrics=vimrag_episode_metrics,
 ))
