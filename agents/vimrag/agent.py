@@ -10,8 +10,11 @@ router gives, without LangGraph's per-step overhead. ``build_graph(checkpointer=
 resumable: an interrupted thread continues from its last completed node.
 
 Memory modes differ only in how the visual-token budget is spent when reading:
-``graph`` (VimRAG: significance from the DAG), ``uniform`` (evenly over every image node), ``linear``
-(arrival order, full grids until the budget is gone) and ``oracle`` (the gold evidence is put in memory).
+``graph`` (VimRAG: significance from the DAG, holding part of the budget back while open leads and the step
+limit still allow further reads), ``uniform`` (evenly over every image node), ``linear`` (arrival order, full
+grids until the budget is gone) and ``oracle`` (the gold evidence is put in memory). Every mode answers with the
+best-supported hypothesis (:meth:`~agents.vimrag.memory.DagMemory.best_hypothesis`): a later read that found the
+budget spent and saw no image cannot override a reading that saw evidence.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from typing import Any, Literal, TypedDict
 
 import numpy as np
 
-from agents.vimrag.allocator import allocate_graph, allocate_linear, allocate_uniform, graph_significance
+from agents.vimrag.allocator import (
+    allocate_graph,
+    allocate_linear,
+    allocate_uniform,
+    further_read_reserve,
+    graph_significance,
+)
 from agents.vimrag.memory import DagMemory
 from agents.vimrag.planner import ACTIONS, RETRIEVE_ACTIONS, unexpanded_text
 from envs.errors import ConfigError, choice_error
@@ -73,6 +82,7 @@ class VimragAgent:
     gold: dict[str, Question] = field(default_factory=dict)  # oracle mode only
     rng: np.random.Generator | None = None  # sampling planner (training); None = greedy
     on_decision: Any = None  # training hook: called with (state, action) before each action
+    reserve: bool = True  # graph mode: hold tokens back for further reads (allocator.further_read_reserve)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -174,19 +184,29 @@ class VimragAgent:
         remaining = self.budget - state["visual_tokens"]
         think = self._think_id(memory)
         relevance = self.reader.relevance(q_emb, context, images)
-        relied = [memory.find(i, "image") for i, w in relevance.items() if w >= RELY_THRESHOLD]
+        relied_ids = [i for i, w in relevance.items() if w >= RELY_THRESHOLD]
+        relied = [memory.find(i, "image") for i in relied_ids]
         if remaining <= 0 or not images:
             levels = {i: 0 for i in images}
         elif self.mode in ("graph", "oracle"):
             # Hypothesis edges first (which images the reading will rest on), then significance from the graph.
             pending, _ = memory.add("hypothesis", "?", step, [think, *relied])
-            levels = allocate_graph(graph_significance(pending), remaining)
+            spend = remaining
+            if self.reserve and self.mode == "graph":
+                # Steps left after this one, minus the forced answer, make room for (retrieve, read) pairs.
+                reads_left = (self.max_steps - 2 - step) // 2
+                spend -= further_read_reserve(pending, unexpanded_text(memory, state["expanded"]), reads_left,
+                                              remaining)
+            levels = (allocate_graph(graph_significance(pending), spend) if spend > 0
+                      else {i: 0 for i in images})
         elif self.mode == "uniform":
             levels = allocate_uniform(images, remaining)
         else:
             levels = allocate_linear(images, remaining)
         reading = self.reader.read(q_emb, context, [(i, levels[i]) for i in images])
-        memory, _ = memory.add("hypothesis", reading.answer, step, [think, *relied], reading.confidence)
+        # The reading rests on the relied-on images it actually saw; one that saw none is a question-only guess.
+        seen = [n for n, i in zip(relied, relied_ids, strict=True) if levels[i] > 0]
+        memory, _ = memory.add("hypothesis", reading.answer, step, [think, *seen], reading.confidence)
         captions = sum(self.tools.kb.text_tokens(i) for i in images if levels[i] > 0)
         texts = sum(self.tools.kb.text_tokens(n.ref) for n in memory.of_kind("text"))
         return {"memory": memory, "answer": reading.answer, "confidence": reading.confidence,
@@ -198,9 +218,9 @@ class VimragAgent:
         return {"step": state["step"] + 1}
 
     def answer(self, state: AgentState) -> dict:
-        """Answer with the latest hypothesis (a question-only guess when nothing was read)."""
+        """Answer with the best-supported hypothesis (a question-only guess when nothing was read)."""
         memory, step = state["memory"], state["step"]
-        hyp = memory.latest("hypothesis")
+        hyp = memory.best_hypothesis()
         if hyp is None:
             guess = self.reader.read(self._q_emb(state), self._context(state), [])
             answer, conf = guess.answer, guess.confidence

@@ -49,6 +49,25 @@ def graph_significance(memory: DagMemory) -> dict[str, float]:
     return out
 
 
+def further_read_reserve(memory: DagMemory, open_leads: list[int], reads_left: int, budget: int) -> int:
+    """Tokens a read should hold back for evidence that later reads are expected to bring (0 when none can).
+
+    Each further read the step limit still allows (``reads_left``) is expected to follow one open lead (a document
+    whose links were not followed yet, ``open_leads``) to an image that will be as significant as a linked image on
+    the support path: ``ON_SUPPORT + PER_DOCUMENT * min(2, documents on the lead's path + 1)``. The current read
+    gets the share of ``budget`` that the significance already in memory has of the expected total, the rest is
+    reserved. Without such a reserve the value-maximising allocation spends everything on the first read and the
+    read that sees the pivotal evidence finds nothing left.
+    """
+    budget = _check_budget(budget)
+    if reads_left <= 0 or not open_leads:
+        return 0
+    future = sorted((ON_SUPPORT + PER_DOCUMENT * min(2, memory.text_ancestors(i) + 1) for i in open_leads),
+                    reverse=True)[:reads_left]
+    now = sum(graph_significance(memory).values())
+    return int(budget * sum(future) / (now + sum(future)))
+
+
 def allocate_graph(significance: dict[str, float], budget: int) -> dict[str, int]:
     """Levels maximising ``sum(sig * UTILITY[g])`` subject to ``sum(g*g) <= budget`` (exact DP; ties: fewer tokens)."""
     budget = _check_budget(budget)

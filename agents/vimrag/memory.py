@@ -146,6 +146,20 @@ class DagMemory:
         """How many documents lie on paths into this node (how much evidence chain supports it)."""
         return sum(1 for a in self.ancestors(node_id) if self.nodes[a].kind == "text")
 
+    def best_hypothesis(self) -> MemoryNode | None:
+        """The reading an answer should rest on: the best-supported hypothesis so far, or None.
+
+        A hypothesis is supported when it rests on at least one image it actually saw (an image parent). A later
+        reading that saw nothing (e.g. its read found the visual-token budget spent) is a question-only guess and
+        must not override an earlier reading that saw evidence; among supported readings the most confident wins
+        (the later one on ties). Without any supported reading, the latest hypothesis.
+        """
+        hyps = self.of_kind("hypothesis")
+        supported = [h for h in hyps if any(self.nodes[p].kind == "image" for p in h.parents)]
+        if not supported:
+            return hyps[-1] if hyps else None
+        return max(reversed(supported), key=lambda h: h.score)
+
     def latest(self, kind: NodeKind) -> MemoryNode | None:
         """The most recent node of a kind."""
         for n in reversed(self.nodes):

@@ -48,9 +48,11 @@ def report(runs: list[dict], out: Path) -> str:
     by_credit: dict[str, list[dict]] = {}
     for r in runs:
         by_credit.setdefault(r["credit"], []).append(r)
+    from sim_benchmarks.studies.aux.results import mean_ci, paired_diff_ci
+
     lines = ["| credit | seeds | final dev IQM [95 % CI] | test accuracy IQM [95 % CI] "
-             "| dev curve IQM (episodes: acc) |",
-             "|---|---|---|---|---|"]
+             "| test accuracy mean [95 % t CI] | dev curve IQM (episodes: acc) |",
+             "|---|---|---|---|---|---|"]
     summary = {}
     for credit, rs in sorted(by_credit.items()):
         xs = [p["episodes"] for p in rs[0]["curve"]]
@@ -62,14 +64,26 @@ def report(runs: list[dict], out: Path) -> str:
                            "lo": [stratified_bootstrap_ci({"d": mat[:, i]})[1] for i in range(len(xs))],
                            "hi": [stratified_bootstrap_ci({"d": mat[:, i]})[2] for i in range(len(xs))]}
         pts = ", ".join(f"{x}: {100 * a:.0f}" for x, a in zip(xs, curve, strict=True))
+        tmean = mean_ci([r["test_accuracy"] for r in rs])
         lines.append(f"| {credit} | {len(rs)} | {100 * final[0]:.1f} [{100 * final[1]:.1f}, {100 * final[2]:.1f}] | "
-                     f"{100 * test[0]:.1f} [{100 * test[1]:.1f}, {100 * test[2]:.1f}] | {pts} |")
+                     f"{100 * test[0]:.1f} [{100 * test[1]:.1f}, {100 * test[2]:.1f}] | "
+                     f"{100 * tmean[0]:.1f} [{100 * tmean[1]:.1f}, {100 * tmean[2]:.1f}] | {pts} |")
     if {"ggpo", "trajectory"} <= set(summary):
         target = summary["trajectory"]["final"][0]
         reach = next((x for x, a in zip(summary["ggpo"]["x"], summary["ggpo"]["iqm"], strict=True) if a >= target),
                      None)
         base_reach = next((x for x, a in zip(summary["trajectory"]["x"], summary["trajectory"]["iqm"], strict=True)
                            if a >= target), None)
+        # Same seed = same questions and initial weights in both arms: pair the runs by seed.
+        seeds = sorted({r["seed"] for r in by_credit["ggpo"]} & {r["seed"] for r in by_credit["trajectory"]})
+        pick = {c: {r["seed"]: r for r in by_credit[c]} for c in ("ggpo", "trajectory")}
+        if seeds:
+            for what, get in (("final dev", lambda r: r["curve"][-1]["dev_accuracy"]),
+                              ("test", lambda r: r["test_accuracy"])):
+                d = paired_diff_ci([get(pick["ggpo"][k]) for k in seeds], [get(pick["trajectory"][k]) for k in seeds])
+                lines.append("")
+                lines.append(f"GGPO − trajectory, {what} accuracy, paired by seed ({len(seeds)} seeds): "
+                             f"{100 * d[0]:+.1f} points [95 % t CI {100 * d[1]:+.1f}, {100 * d[2]:+.1f}].")
         lines.append("")
         lines.append(f"GGPO's IQM curve first reaches the trajectory-credit final IQM ({100 * target:.1f} %) at "
                      f"{reach if reach is not None else 'never (within budget)'} episodes; trajectory credit at "

@@ -101,3 +101,22 @@ def test_malformed_corpus_is_a_config_error(tmp_path) -> None:
         load_corpus(folder=tmp_path)
     with pytest.raises(ConfigError, match="no vimrag corpus"):
         load_corpus(folder=tmp_path / "missing")
+
+
+def test_a_second_read_with_the_budget_spent_does_not_override_the_first(stack) -> None:
+    kb, tools, reader, _ = stack
+    q = next(q for q in kb.corpus.questions if q.qtype == "placed_colour")
+    script = ["search_text", "follow_links", "read", "read", "answer"]
+    # Without the reserve the graph allocator spends the whole (1-token) budget on the first read; the second
+    # finds nothing left and reads no image.
+    agent = VimragAgent(tools, reader, ChatPlanner(fake_model(script), tools.payload), mode="graph", budget=1,
+                        reserve=False)
+    final = agent.rollout(q.qid, q.text)
+    memory = final["memory"]
+    memory.check()
+    first, second = memory.of_kind("hypothesis")
+    assert final["visual_tokens"] == 1
+    assert any(memory.nodes[p].kind == "image" for p in first.parents)  # the first reading saw evidence
+    assert not any(memory.nodes[p].kind == "image" for p in second.parents)  # the second saw nothing
+    answer = memory.latest("answer")
+    assert answer.parents == (first.node_id,) and final["answer"] == first.ref

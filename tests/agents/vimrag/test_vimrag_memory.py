@@ -153,3 +153,57 @@ def test_graph_significance_follows_the_topology() -> None:
     sig = graph_significance(hand_made_trajectory())
     assert sig["calib:C-001"] == 0.0 and sig["stock:P-002"] == 0.0  # raw search, supports nothing
     assert sig["kf:R-001:1"] > sig["kf:R-001:0"] > 0.0  # on the hypothesis' support path vs only linked
+
+
+def two_reads_memory() -> DagMemory:
+    """Read the end keyframe (supported, 0.6), then read again with the budget spent: a question-only guess."""
+    m = hand_made_trajectory()  # ends with hypothesis "red" (conf 0) on kf:R-001:1, then an answer node
+    m = DagMemory(m.nodes[:-2])  # drop the answer step
+    hyp = m.latest("hypothesis").node_id
+    m = DagMemory(tuple(n if n.node_id != hyp else MemoryNode(n.node_id, n.kind, n.ref, n.step, n.parents, 0.6)
+                        for n in m.nodes))
+    m, t4 = m.add("think", "read", 4, [m.latest("think").node_id])
+    m, _ = m.add("hypothesis", "blue", 4, [t4], 0.9)  # saw no image: confident prior, no evidence
+    return m
+
+
+def test_a_later_reading_that_saw_nothing_does_not_override_the_answer() -> None:
+    from agents.vimrag.agent import VimragAgent
+
+    m = two_reads_memory()
+    assert m.best_hypothesis().ref == "red"
+    agent = VimragAgent(None, None, None, mode="graph", budget=16)  # answer() needs no tools or reader
+    out = agent.answer({"memory": m, "step": 5, "qid": "q", "question": "q"})
+    assert out["answer"] == "red"
+    answer = out["memory"].latest("answer")
+    assert out["memory"].nodes[answer.parents[0]].ref == "red"
+    # Among readings that saw evidence the more confident one wins; none supported -> the latest.
+    m2, t5 = m.add("think", "read", 5, [m.latest("think").node_id])
+    m2, _ = m2.add("hypothesis", "green", 5, [t5, m.find("kf:R-001:0")], 0.8)
+    assert m2.best_hypothesis().ref == "green"
+    bare = DagMemory.start("q")
+    bare, t = bare.add("think", "read", 0, [0])
+    bare, _ = bare.add("hypothesis", "a", 0, [t], 0.9)
+    bare, _ = bare.add("hypothesis", "b", 1, [t], 0.1)
+    assert bare.best_hypothesis().ref == "b"
+
+
+def test_graph_allocator_reserves_tokens_for_expected_further_reads() -> None:
+    from agents.vimrag.allocator import further_read_reserve
+
+    m = DagMemory.start("q")
+    m, t0 = m.add("think", "search_text", 0, [0])
+    m, log = m.add("text", "log:R-001", 0, [t0], 0.9)
+    m, other = m.add("text", "log:R-002", 0, [t0], 0.5)
+    m, t1 = m.add("think", "follow_links", 1, [t0])
+    m, kf = m.add("image", "kf:R-001:1", 1, [log, t1])
+    m, t2 = m.add("think", "read", 2, [t1])
+    m, _ = m.add("hypothesis", "?", 2, [t2, kf])
+    # One open lead, a further read possible: part of the budget is held back, never all of it.
+    r = further_read_reserve(m, [other], reads_left=1, budget=32)
+    assert 0 < r < 32
+    # The lead would bring an image on the support path behind one document: 2 + 0.5 = 2.5; the keyframe in
+    # memory has 2 (support) + 0.5 (one document) + 0.25 (the hypothesis derives from it) = 2.75.
+    assert r == int(32 * 2.5 / (2.5 + 2.75))
+    assert further_read_reserve(m, [other], reads_left=0, budget=32) == 0  # the step limit allows no more reads
+    assert further_read_reserve(m, [], reads_left=2, budget=32) == 0  # nothing left to follow
