@@ -4,9 +4,11 @@
 - construct: build the program with the deterministic planner and check it against the tool declarations the
   service advertises over MCP (effects and schemas come from the server, not from local code).
 - choose: the profile-driven policy predicts both modes' latency (``mode="auto"``), or a mode is forced.
-- execute: ``program`` sends the whole program in one ``run_program`` call (resent with the same run id after a
-  lost server: completed writes replay from the journal); ``stepwise`` runs the ReAct baseline. A program the site
-  rejects or stops falls back to stepwise with the same idempotency keys, so nothing is applied twice.
+- execute: ``program`` sends the whole program in one ``run_program`` call (resent with the same run id to a
+  restarted server after a lost one, while the run keeps progressing: logged calls replay from the run log and
+  committed writes from the journal, see :func:`agents.toolpro.connection.run_program`); ``stepwise`` runs the
+  ReAct baseline. A program the site rejects or stops falls back to stepwise with the same idempotency keys, so
+  nothing is applied twice.
 - observe: update the cost profile and the episode metrics; answer: the final action for the env.
 """
 
@@ -86,8 +88,7 @@ def build_agent(mode: Mode = "auto"):
         t0 = time.perf_counter()
         if state["mode"] == "program":
             try:
-                report, reconnects = connection.call(obs, "run_program", {"program": program.to_json(),
-                                                                          "run_id": obs["run_id"]})
+                report, reconnects = connection.run_program(obs, program.to_json(), obs["run_id"])
             except ServiceError as exc:
                 report, reconnects = {"status": "failed", "error": {"kind": exc.kind, "message": exc.message},
                                       "calls": 0}, 0
@@ -142,22 +143,23 @@ class ToolProPolicy:
         s = connection.site(obs)
         if self.mode == "auto":
             profile_site(obs)
-        meter = connection.site(obs).client.meter
-        before = meter.snapshot()
+        s.client  # noqa: B018 - start the server before the clock: a cold start is not episode latency
+        before = s.meter.snapshot()
         t0 = time.perf_counter()
         try:
             final = self.graph.invoke({"obs": obs})
         except ProgramError as exc:
             final = {"answer": {"status": "rejected", "error": str(exc)}, "outcome": {"mode": "none", "calls": 0}}
         latency = time.perf_counter() - t0
-        after = connection.site(obs).client.meter.snapshot() if connection.site(obs).client is s.client else before
+        after = s.meter.snapshot()  # one meter per site, across restarts: a crashed server's traffic counts
         o = final["outcome"]
         self._info = {
             "latency_s": latency, "mode": o.get("mode", "none"), "program": o.get("mode") == "program",
             "calls": int(o.get("calls", 0)) + int(o.get("program_calls", 0)),
             "bytes": int(after["bytes_total"] - before["bytes_total"]),
             "round_trips": int(after["round_trips"] - before["round_trips"]),
-            "replayed": int(o.get("replayed", 0)), "reconnects": int(o.get("reconnects", 0)),
+            "replayed": int(o.get("replayed", 0)), "journal_replayed": int(o.get("journal_replayed", 0)),
+            "reconnects": int(o.get("reconnects", 0)),
             "predicted_program_s": final.get("predicted", {}).get("program", float("nan")),
             "predicted_stepwise_s": final.get("predicted", {}).get("stepwise", float("nan")),
         }

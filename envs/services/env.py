@@ -35,6 +35,8 @@ class WorkflowEnvOptions(Options):
     timeout_rate: float = field(default=0.0, metadata={"help": "probability the server stalls timeout_s first"})
     timeout_s: float = field(default=0.5, metadata={"help": "length of an injected stall"})
     crash_rate: float = field(default=0.0, metadata={"help": "probability a write kills the server process"})
+    fault_seed: int = field(default=0, metadata={"help": "seed of the injected faults (each server restart "
+                                                          "draws from (fault_seed, restart))"})
     db_dir: str = field(default="", metadata={"help": "folder for the service databases (default: a temp dir)"})
 
     def check(self) -> None:
@@ -79,7 +81,7 @@ class WorkflowEnv(gym.Env):
         o = self.options
         flags = ["--service", self.task.service, "--db", str(self.db_path), "--error-rate", str(o.error_rate),
                  "--timeout-rate", str(o.timeout_rate), "--timeout-s", str(o.timeout_s),
-                 "--crash-rate", str(o.crash_rate)]
+                 "--crash-rate", str(o.crash_rate), "--fault-seed", str(o.fault_seed)]
         return {"service": self.task.service, "db": str(self.db_path), "server_flags": flags, "rtt_ms": o.rtt_ms,
                 "jitter_ms": o.jitter_ms}
 
