@@ -92,15 +92,18 @@ def lost(exc: ServiceError) -> bool:
     return exc.kind == "unavailable" and "connection" in exc.message or exc.kind == "timeout"
 
 
-def call(deployment: dict[str, Any], tool: str, args: dict[str, Any], key: str | None = None) -> tuple[Any, int]:
+def call(deployment: dict[str, Any], tool: str, args: dict[str, Any], key: str | None = None
+         ) -> tuple[Any, int, bool]:
     """Call a tool; when the server is lost or times out, restart it and resend the same call (same key).
 
-    Returns (result, reconnects). Tool errors other than a lost server propagate as ServiceError.
+    Returns (result, reconnects, replayed): ``replayed`` when the service answered a resent write from its
+    idempotency journal. Tool errors other than a lost server propagate as ServiceError.
     """
     s = site(deployment)
     for attempt in range(RECONNECTS + 1):
         try:
-            return s.client.call(tool, args, key)[0], attempt
+            result, replayed = s.client.call(tool, args, key)
+            return result, attempt, replayed
         except ServiceError as exc:
             if not lost(exc) or attempt == RECONNECTS:
                 raise
@@ -129,7 +132,7 @@ def run_program(deployment: dict[str, Any], program: dict[str, Any], run_id: str
                 raise
             s.drop()
             reconnects += 1
-            progress, restarts = call(deployment, "run_progress", {"run_id": run_id})
+            progress, restarts, _ = call(deployment, "run_progress", {"run_id": run_id})
             reconnects += restarts
             stalled = 0 if progress["logged"] > logged else stalled + 1
             logged = max(logged, progress["logged"])

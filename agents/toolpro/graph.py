@@ -103,6 +103,8 @@ def build_agent(mode: Mode = "auto"):
     def observe(state: AgentState) -> AgentState:
         profile = connection.site(state["obs"]).profile
         o = state["outcome"]
+        if o.get("reconnects", 0):  # a server restart's cold start is not what either mode costs
+            return {}
         if o["mode"] == "program" and o["status"] == "ok":
             profile.observe_program(state["exec_s"], o.get("calls", 0), o.get("call_ms", 0.0) / 1000)
         elif o["mode"] == "stepwise" and o["status"] == "ok" and not o.get("fallback"):
@@ -144,7 +146,7 @@ class ToolProPolicy:
         if self.mode == "auto":
             profile_site(obs)
         s.client  # noqa: B018 - start the server before the clock: a cold start is not episode latency
-        before = s.meter.snapshot()
+        before, starts = s.meter.snapshot(), s.starts
         t0 = time.perf_counter()
         try:
             final = self.graph.invoke({"obs": obs})
@@ -159,7 +161,7 @@ class ToolProPolicy:
             "bytes": int(after["bytes_total"] - before["bytes_total"]),
             "round_trips": int(after["round_trips"] - before["round_trips"]),
             "replayed": int(o.get("replayed", 0)), "journal_replayed": int(o.get("journal_replayed", 0)),
-            "reconnects": int(o.get("reconnects", 0)),
+            "reconnects": int(o.get("reconnects", 0)), "server_restarts": s.starts - starts,
             "predicted_program_s": final.get("predicted", {}).get("program", float("nan")),
             "predicted_stepwise_s": final.get("predicted", {}).get("stepwise", float("nan")),
         }

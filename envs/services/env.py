@@ -21,7 +21,7 @@ import gymnasium as gym
 
 from envs.config import Options, require
 from envs.services.runtime import create_database, reset_database
-from envs.services.workflows import expected_state, get_task, state, state_diff
+from envs.services.workflows import expected_state, get_task, row_diff, state
 
 
 @dataclass(frozen=True)
@@ -97,14 +97,20 @@ class WorkflowEnv(gym.Env):
 
     def final_state_diff(self) -> int:
         """Rows that differ from the reference final state now."""
+        return sum(self.final_row_diff().values())
+
+    def final_row_diff(self) -> dict[str, int]:
+        """Extra, missing and changed rows relative to the reference final state now."""
         conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=30)
         try:
-            return state_diff(state(conn), self._expected)
+            return row_diff(state(conn), self._expected)
         finally:
             conn.close()
 
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
-        diff = self.final_state_diff()
-        info = {"success": diff == 0, "state_diff": diff,
+        rows = self.final_row_diff()
+        diff = sum(rows.values())
+        info = {"success": diff == 0, "state_diff": diff, "extra_rows": rows["extra"],
+                "missing_rows": rows["missing"], "changed_rows": rows["changed"],
                 "answered": isinstance(action, dict) and action.get("status") == "ok"}
         return {}, float(diff == 0), True, False, info

@@ -236,3 +236,15 @@ def state_diff(actual: dict[str, list[tuple[Any, ...]]], expected: dict[str, lis
         a, e = actual.get(table, []), expected.get(table, [])
         diff += sum(x != y for x, y in zip(a, e, strict=False)) + abs(len(a) - len(e))
     return diff
+
+
+def row_diff(actual: dict[str, list[tuple[Any, ...]]], expected: dict[str, list[tuple[Any, ...]]]) -> dict[str, int]:
+    """Rows ``extra`` (e.g. a duplicated insert), ``missing`` (a lost insert) and ``changed`` (an update lost,
+    doubled or wrong) relative to the reference, summed over tables; all 0 means every effect happened once."""
+    extra = missing = changed = 0
+    for table in set(actual) | set(expected):
+        a, e = actual.get(table, []), expected.get(table, [])
+        changed += sum(x != y for x, y in zip(a, e, strict=False))
+        extra += max(0, len(a) - len(e))
+        missing += max(0, len(e) - len(a))
+    return {"extra": extra, "missing": missing, "changed": changed}
