@@ -20,6 +20,7 @@ from envs.services.client import ServiceClient
 from envs.services.link import LinkProfile, TrafficMeter
 from envs.services.tools import ServiceError
 from policies.toolpro.profile import ServiceProfile
+from policies.toolpro.program import pack_program
 
 SITE_MODULE = "policies.toolpro.site"
 RECONNECTS = 3  # consecutive restarts without progress before a call is given up
@@ -113,7 +114,10 @@ def call(deployment: dict[str, Any], tool: str, args: dict[str, Any], key: str |
 
 
 def run_program(deployment: dict[str, Any], program: dict[str, Any], run_id: str) -> tuple[dict[str, Any], int]:
-    """Run a program at the site until it finishes; returns (the site's report, reconnects).
+    """Run a program at the site until it finishes; returns (the site's brief report, reconnects).
+
+    The program travels packed (deflated against the grammar's dictionary) and the site answers a brief report,
+    so the client's traffic is the program's size plus its answer, not a copy of every timing.
 
     One ``run_program`` covers the whole workflow, so a crash loses one MCP call but many tool calls. After a lost
     server the program is resent with the same run id to a restarted server: calls the run log holds are answered
@@ -122,11 +126,12 @@ def run_program(deployment: dict[str, Any], program: dict[str, Any], run_id: str
     (``run_progress``); after :data:`RECONNECTS` restarts in a row without progress the ServiceError propagates.
     """
     s = site(deployment)
+    packed = pack_program(program)
     reconnects = stalled = 0
     logged = -1
     while True:
         try:
-            return s.client.call("run_program", {"program": program, "run_id": run_id})[0], reconnects
+            return s.client.call("run_program", {"packed": packed, "run_id": run_id, "report": "brief"})[0], reconnects
         except ServiceError as exc:
             if not lost(exc):
                 raise

@@ -25,7 +25,7 @@ from envs.services.tools import ServiceError
 from envs.services.workflows import get_task
 from policies.toolpro.checker import CheckReport, check
 from policies.toolpro.planner import plan
-from policies.toolpro.program import Program, ProgramError, parse_program
+from policies.toolpro.program import Program, ProgramError, pack_program, parse_program
 
 Mode = Literal["auto", "program", "stepwise"]
 
@@ -60,7 +60,8 @@ def profile_site(deployment: dict[str, Any], probes: int = 3) -> None:
         connection.call(deployment, "ping", {})
         pings.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        connection.call(deployment, "run_program", {"program": empty, "run_id": f"probe-{i}"})
+        connection.call(deployment, "run_program", {"packed": pack_program(empty), "run_id": f"probe-{i}",
+                                                    "report": "brief"})
         empties.append(time.perf_counter() - t0)
     s.profile.calibrate(pings, empties)
     s.profiled = True

@@ -188,8 +188,25 @@ class ProgramExecutor:
             out["error"] = {"kind": run.status, "message": run.reason}
         return out
 
-    def run(self, program_json: Any, run_id: str) -> dict[str, Any]:
-        """Check, compile and run a program; a malformed or ill-typed one is rejected before any call."""
+    def run(self, program_json: Any, run_id: str, brief: bool = False) -> dict[str, Any]:
+        """Check, compile and run a program; a malformed or ill-typed one is rejected before any call.
+
+        ``brief``: report only status, result (when not null), error, calls, server-side tool time (whole ms) and
+        nonzero replay counts — what the agent answers with and profiles from — instead of every timing.
+        """
+        report = self._run(program_json, run_id)
+        if not brief:
+            return report
+        out = {k: report[k] for k in ("status", "calls", "error") if k in report}
+        out["call_ms"] = round(report.get("call_ms", 0.0))
+        if report.get("result") is not None:
+            out["result"] = report["result"]
+        for k in ("replayed", "journal_replayed"):
+            if report.get(k):
+                out[k] = report[k]
+        return out
+
+    def _run(self, program_json: Any, run_id: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             program = parse_program(program_json)

@@ -3,7 +3,9 @@
     python -m policies.toolpro.site --service travel --db /tmp/travel.db [--error-rate 0.05 ...]
 
 Serves the service's own tools over MCP (stdio) exactly as :mod:`envs.services.server` does, plus:
-``run_program`` (check → compile to wasm → run next to the database, see :mod:`policies.toolpro.executor`),
+``run_program`` (check → compile to wasm → run next to the database, see :mod:`policies.toolpro.executor`; the
+program as JSON or packed, :func:`policies.toolpro.program.pack_program`; a ``brief`` report carries only what the
+agent's answer and cost profile use),
 ``run_module`` (an untrusted WebAssembly text module, run under the same sandbox), ``run_progress`` (how far a run
 got before a crash: its logged calls) and ``ping`` (for profiling).
 """
@@ -26,9 +28,12 @@ def program_tools(runtime: ServiceRuntime, executor: ProgramExecutor | None = No
     executor = executor or ProgramExecutor(runtime)
 
     def run_program(args: dict[str, Any]) -> dict[str, Any]:
-        if "program" not in args:
-            raise ServiceError("invalid_argument", "run_program needs a 'program'")
-        return executor.run(args["program"], str(args.get("run_id") or uuid.uuid4().hex))
+        if ("program" in args) == ("packed" in args):
+            raise ServiceError("invalid_argument", "run_program needs one of 'program' (JSON) or 'packed' (tp1:)")
+        if args.get("report", "full") not in ("full", "brief"):
+            raise ServiceError("invalid_argument", f"run_program report must be full or brief, got {args['report']!r}")
+        source = args["program"] if "program" in args else args["packed"]
+        return executor.run(source, str(args.get("run_id") or uuid.uuid4().hex), brief=args.get("report") == "brief")
 
     def run_module(args: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(args.get("wat"), str):
@@ -42,8 +47,10 @@ def program_tools(runtime: ServiceRuntime, executor: ProgramExecutor | None = No
 
     return [
         ExtraTool("run_program", "Check, compile to WebAssembly and run a tool program next to the service.",
-                  {"type": "object", "properties": {"program": {"type": "object"}, "run_id": {"type": "string"}},
-                   "required": ["program"]}, run_program),
+                  {"type": "object", "properties": {"program": {"type": "object"}, "packed": {"type": "string"},
+                                                    "run_id": {"type": "string"},
+                                                    "report": {"type": "string", "enum": ["full", "brief"]}}},
+                  run_program),
         ExtraTool("run_module", "Run an untrusted WebAssembly text module under the program sandbox.",
                   {"type": "object", "properties": {"wat": {"type": "string"}, "run_id": {"type": "string"}},
                    "required": ["wat"]}, run_module),
