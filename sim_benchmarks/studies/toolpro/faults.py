@@ -47,6 +47,8 @@ def run_episodes(tasks: list[str], seeds: list[int], options: WorkflowEnvOptions
                     rec = {"task": task, "seed": seed, "policy": name, **policy.episode_info(),
                            "answered": info["answered"], "extra_rows": info["extra_rows"],
                            "missing_rows": info["missing_rows"], "changed_rows": info["changed_rows"]}
+                    if answer.get("status") != "ok":
+                        rec["error"] = answer.get("error")
                     rec["exactly_once"] = info["state_diff"] == 0
                     rec["success"] = rec["exactly_once"] and info["answered"]
                     records.append(rec)
