@@ -26,6 +26,7 @@ from envs.services.workflows import TASKS, get_task
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.studies.aux.results import mean_ci
+from sim_benchmarks.studies.toolpro.sweep import parse_numbers
 from sim_benchmarks.train_log import write_json_atomic
 
 MODES = {"toolpro": "auto", "stepwise": "stepwise", "program_only": "program"}
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
     args = p.parse_args(argv)
     tasks = list(TASKS) if args.tasks == "all" else [get_task(t).name for t in args.tasks.split(",")]
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = parse_numbers(args.seeds, "--seeds")
     options = WorkflowEnvOptions(rtt_ms=args.rtt, error_rate=args.error_rate, crash_rate=args.crash_rate,
                                  fault_seed=args.seed)
     options.check()

@@ -20,13 +20,25 @@ import numpy as np
 
 from agents.toolpro import connection
 from agents.toolpro.graph import ToolProPolicy
+from envs.errors import ConfigError
 from envs.services.env import WorkflowEnv, WorkflowEnvOptions
 from envs.services.workflows import get_task
-from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
 from sim_benchmarks.studies.aux.results import mean_ci
 from sim_benchmarks.train_log import write_json_atomic
 
 MODES = {"stepwise": "stepwise", "program_only": "program", "toolpro": "auto"}
+
+
+def parse_numbers(text: str, what: str, cast: type = int, minimum: float = 0) -> list[Any]:
+    """``"0,50,200"`` → [0, 50, 200]; ConfigError (exit 2, one line) unless every value is a number >= minimum."""
+    try:
+        values = [cast(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < minimum:
+        raise ConfigError(f"{what} must be comma-separated {cast.__name__}s >= {minimum:g}, got {text!r}")
+    return values
 
 
 def run_cell(rtt: float, length: int, reps: int, seed: int, task: str | None = None) -> dict[str, Any]:
@@ -102,11 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", default="sweep", help="output files NAME.json and NAME.png")
     p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
     args = p.parse_args(argv)
-    rtts = [float(x) for x in args.rtt.split(",")]
+    require_positive(args, ("reps",))
+    rtts = parse_numbers(args.rtt, "--rtt", float)
     if args.tasks:
         workflows = [(get_task(t).calls_hint, get_task(t).name) for t in args.tasks.split(",")]
     else:
-        workflows = [(int(x), f"ship_paid_{int(x) - 1}") for x in args.length.split(",")]
+        workflows = [(n, f"ship_paid_{n - 1}") for n in parse_numbers(args.length, "--length", int, 2)]
         for _, name in workflows:
             get_task(name)  # a length without a ship_paid task is bad input: exit 2 naming the valid tasks
     t0 = time.perf_counter()

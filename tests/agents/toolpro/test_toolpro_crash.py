@@ -67,3 +67,13 @@ def test_bad_fault_option_is_a_config_error(bad):
     key, value = bad.split("=")
     with pytest.raises(Exception, match=key):
         WorkflowEnvOptions.from_options({key: value})
+
+
+@pytest.mark.parametrize("argv, word", [(["--seeds", "x"], "--seeds"), (["--tasks", "no_such_task"], "no_such_task"),
+                                        (["--crash-rate", "2"], "crash_rate")])
+def test_fault_study_bad_input_is_one_line_exit_2(argv, word, capsys):
+    from sim_benchmarks.studies.toolpro import faults
+
+    assert faults.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and word in err
