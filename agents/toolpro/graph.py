@@ -160,6 +160,8 @@ class ToolProPolicy:
             "latency_s": latency, "mode": o.get("mode", "none"), "program": o.get("mode") == "program",
             "calls": int(o.get("calls", 0)) + int(o.get("program_calls", 0)),
             "bytes": int(after["bytes_total"] - before["bytes_total"]),
+            "bytes_sent": int(after["bytes_sent"] - before["bytes_sent"]),
+            "bytes_received": int(after["bytes_received"] - before["bytes_received"]),
             "round_trips": int(after["round_trips"] - before["round_trips"]),
             "replayed": int(o.get("replayed", 0)), "journal_replayed": int(o.get("journal_replayed", 0)),
             "reconnects": int(o.get("reconnects", 0)), "server_restarts": s.starts - starts,
