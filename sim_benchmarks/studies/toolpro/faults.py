@@ -8,7 +8,7 @@ on a state-modifying call with probability ``crash_rate`` (before it touches the
 commit). The agents restart a lost site and resend (stepwise: the same call with the same key; program: the same
 run id, while the run log grows). Per episode: *success* = the agent answered ``ok`` and the final database equals
 the task's reference; *exactly-once* = the final database equals the reference (no extra, missing or changed row:
-no write duplicated or lost), whatever the agent answered. Writes ``faults.json``.
+no write duplicated or lost), whatever the agent answered. Writes ``NAME.json`` (``--name``, default ``faults``).
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crash-rate", type=float, default=0.03)
     p.add_argument("--rtt", type=float, default=0.0, help="injected round-trip time, ms")
     p.add_argument("--seed", type=int, default=0, help="fault seed")
+    p.add_argument("--name", default="faults", help="output file NAME.json")
     p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
     args = p.parse_args(argv)
     tasks = list(TASKS) if args.tasks == "all" else [get_task(t).name for t in args.tasks.split(",")]
@@ -105,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(records)
     command = (f"python -m sim_benchmarks.studies.toolpro.faults --tasks {args.tasks} --seeds {args.seeds} "
                f"--error-rate {args.error_rate:g} --crash-rate {args.crash_rate:g} --rtt {args.rtt:g} "
-               f"--seed {args.seed}")
+               f"--seed {args.seed}" + (f" --name {args.name}" if args.name != "faults" else ""))
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(args.out / "faults.json", {"command": command, "tasks": tasks, "seeds": seeds,
+    write_json_atomic(args.out / f"{args.name}.json", {"command": command, "tasks": tasks, "seeds": seeds,
                                                  "policies": summary, "wall_s": time.perf_counter() - t0,
                                                  "records": records})
     for name, s in summary.items():
