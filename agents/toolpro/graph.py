@@ -4,9 +4,11 @@
 - construct: build the program with the deterministic planner and check it against the tool declarations the
   service advertises over MCP (effects and schemas come from the server, not from local code).
 - choose: the profile-driven policy predicts both modes' latency (``mode="auto"``), or a mode is forced.
-- execute: ``program`` sends the whole program in one ``run_program`` call (resent with the same run id after a
-  lost server: completed writes replay from the journal); ``stepwise`` runs the ReAct baseline. A program the site
-  rejects or stops falls back to stepwise with the same idempotency keys, so nothing is applied twice.
+- execute: ``program`` sends the whole program in one ``run_program`` call (resent with the same run id to a
+  restarted server after a lost one, while the run keeps progressing: logged calls replay from the run log and
+  committed writes from the journal, see :func:`agents.toolpro.connection.run_program`); ``stepwise`` runs the
+  ReAct baseline. A program the site rejects or stops falls back to stepwise with the same idempotency keys, so
+  nothing is applied twice.
 - observe: update the cost profile and the episode metrics; answer: the final action for the env.
 """
 
@@ -23,7 +25,7 @@ from envs.services.tools import ServiceError
 from envs.services.workflows import get_task
 from policies.toolpro.checker import CheckReport, check
 from policies.toolpro.planner import plan
-from policies.toolpro.program import Program, ProgramError, parse_program
+from policies.toolpro.program import Program, ProgramError, pack_program, parse_program
 
 Mode = Literal["auto", "program", "stepwise"]
 
@@ -58,7 +60,8 @@ def profile_site(deployment: dict[str, Any], probes: int = 3) -> None:
         connection.call(deployment, "ping", {})
         pings.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        connection.call(deployment, "run_program", {"program": empty, "run_id": f"probe-{i}"})
+        connection.call(deployment, "run_program", {"packed": pack_program(empty), "run_id": f"probe-{i}",
+                                                    "report": "brief"})
         empties.append(time.perf_counter() - t0)
     s.profile.calibrate(pings, empties)
     s.profiled = True
@@ -86,8 +89,7 @@ def build_agent(mode: Mode = "auto"):
         t0 = time.perf_counter()
         if state["mode"] == "program":
             try:
-                report, reconnects = connection.call(obs, "run_program", {"program": program.to_json(),
-                                                                          "run_id": obs["run_id"]})
+                report, reconnects = connection.run_program(obs, program.to_json(), obs["run_id"])
             except ServiceError as exc:
                 report, reconnects = {"status": "failed", "error": {"kind": exc.kind, "message": exc.message},
                                       "calls": 0}, 0
@@ -102,6 +104,8 @@ def build_agent(mode: Mode = "auto"):
     def observe(state: AgentState) -> AgentState:
         profile = connection.site(state["obs"]).profile
         o = state["outcome"]
+        if o.get("reconnects", 0):  # a server restart's cold start is not what either mode costs
+            return {}
         if o["mode"] == "program" and o["status"] == "ok":
             profile.observe_program(state["exec_s"], o.get("calls", 0), o.get("call_ms", 0.0) / 1000)
         elif o["mode"] == "stepwise" and o["status"] == "ok" and not o.get("fallback"):
@@ -142,22 +146,25 @@ class ToolProPolicy:
         s = connection.site(obs)
         if self.mode == "auto":
             profile_site(obs)
-        meter = connection.site(obs).client.meter
-        before = meter.snapshot()
+        s.client  # noqa: B018 - start the server before the clock: a cold start is not episode latency
+        before, starts = s.meter.snapshot(), s.starts
         t0 = time.perf_counter()
         try:
             final = self.graph.invoke({"obs": obs})
         except ProgramError as exc:
             final = {"answer": {"status": "rejected", "error": str(exc)}, "outcome": {"mode": "none", "calls": 0}}
         latency = time.perf_counter() - t0
-        after = connection.site(obs).client.meter.snapshot() if connection.site(obs).client is s.client else before
+        after = s.meter.snapshot()  # one meter per site, across restarts: a crashed server's traffic counts
         o = final["outcome"]
         self._info = {
             "latency_s": latency, "mode": o.get("mode", "none"), "program": o.get("mode") == "program",
             "calls": int(o.get("calls", 0)) + int(o.get("program_calls", 0)),
             "bytes": int(after["bytes_total"] - before["bytes_total"]),
+            "bytes_sent": int(after["bytes_sent"] - before["bytes_sent"]),
+            "bytes_received": int(after["bytes_received"] - before["bytes_received"]),
             "round_trips": int(after["round_trips"] - before["round_trips"]),
-            "replayed": int(o.get("replayed", 0)), "reconnects": int(o.get("reconnects", 0)),
+            "replayed": int(o.get("replayed", 0)), "journal_replayed": int(o.get("journal_replayed", 0)),
+            "reconnects": int(o.get("reconnects", 0)), "server_restarts": s.starts - starts,
             "predicted_program_s": final.get("predicted", {}).get("program", float("nan")),
             "predicted_stepwise_s": final.get("predicted", {}).get("stepwise", float("nan")),
         }

@@ -32,11 +32,13 @@ class ReactState(TypedDict, total=False):
     failure: str
     calls: int
     reconnects: int
+    journal_replayed: int
 
 
 def run_stepwise(program: Program, deployment: dict[str, Any], run_id: str, keep_messages: bool = False
                  ) -> dict[str, Any]:
-    """Run ``program`` stepwise over MCP; returns status, result, calls, reconnects (and messages if asked)."""
+    """Run ``program`` stepwise over MCP; returns status, result, calls, reconnects, journal replays (and messages
+    if asked)."""
     gen = steps(program)
     started = [False]
 
@@ -66,9 +68,10 @@ def run_stepwise(program: Program, deployment: dict[str, Any], run_id: str, keep
         key = None if req["key"] is None else f"{run_id}:{req['key']}"
         out: ReactState = {"calls": state.get("calls", 0) + 1, "error": None, "outcome": None}
         try:
-            result, reconnects = connection.call(deployment, req["tool"], req["args"], key)
+            result, reconnects, replayed = connection.call(deployment, req["tool"], req["args"], key)
             out["outcome"] = result
             out["reconnects"] = state.get("reconnects", 0) + reconnects
+            out["journal_replayed"] = state.get("journal_replayed", 0) + int(replayed)
             content = json.dumps(result)
         except ServiceError as exc:
             out["error"] = [exc.kind, exc.message]
@@ -83,10 +86,10 @@ def run_stepwise(program: Program, deployment: dict[str, Any], run_id: str, keep
     graph.add_edge(START, "reason")
     graph.add_conditional_edges("reason", lambda s: END if s.get("done") else "act", ["act", END])
     graph.add_edge("act", "reason")
-    final = graph.compile().invoke({"messages": [], "calls": 0, "reconnects": 0},
+    final = graph.compile().invoke({"messages": [], "calls": 0, "reconnects": 0, "journal_replayed": 0},
                                    {"recursion_limit": 2 * 10_000 + 10})
     out = {"status": final.get("status", "failed"), "result": final.get("result"), "calls": final.get("calls", 0),
-           "reconnects": final.get("reconnects", 0)}
+           "reconnects": final.get("reconnects", 0), "journal_replayed": final.get("journal_replayed", 0)}
     if final.get("failure"):
         out["error"] = final["failure"]
     if keep_messages:

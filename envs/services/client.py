@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -23,12 +22,16 @@ from envs.services.tools import ServiceError
 
 
 class ServiceClient:
-    """One MCP session to a service server started as ``command`` (killed on :meth:`close`)."""
+    """One MCP session to a service server started as ``command`` (killed on :meth:`close`).
+
+    ``meter`` may be shared with earlier sessions to the same service, so traffic spent before a lost server
+    still counts.
+    """
 
     def __init__(self, command: Sequence[str], link: LinkProfile | None = None, timeout_s: float = 30.0,
-                 connect_timeout_s: float = 60.0) -> None:
+                 connect_timeout_s: float = 60.0, meter: TrafficMeter | None = None) -> None:
         self.link = link or LinkProfile()
-        self.meter = TrafficMeter()
+        self.meter = meter if meter is not None else TrafficMeter()
         self.timeout_s = timeout_s
         self._params = StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ))
         self._loop = asyncio.new_event_loop()
@@ -109,8 +112,8 @@ class ServiceClient:
             self._loop.call_soon_threadsafe(self._stop.set)
             try:
                 self._run(asyncio.wait_for(asyncio.shield(self._holder), 10), 15)
-            except Exception as exc:  # the server may already be gone; the loop still stops below
-                print(f"service client close: {type(exc).__name__}", file=sys.stderr) if False else None
+            except Exception:  # noqa: S110 - the server may already be gone; the loop still stops below
+                pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()

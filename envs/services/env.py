@@ -21,7 +21,7 @@ import gymnasium as gym
 
 from envs.config import Options, require
 from envs.services.runtime import create_database, reset_database
-from envs.services.workflows import expected_state, get_task, state, state_diff
+from envs.services.workflows import expected_state, get_task, row_diff, state
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class WorkflowEnvOptions(Options):
     timeout_rate: float = field(default=0.0, metadata={"help": "probability the server stalls timeout_s first"})
     timeout_s: float = field(default=0.5, metadata={"help": "length of an injected stall"})
     crash_rate: float = field(default=0.0, metadata={"help": "probability a write kills the server process"})
+    fault_seed: int = field(default=0, metadata={"help": "seed of the injected faults (each server restart "
+                                                          "draws from (fault_seed, restart))"})
     db_dir: str = field(default="", metadata={"help": "folder for the service databases (default: a temp dir)"})
 
     def check(self) -> None:
@@ -79,7 +81,7 @@ class WorkflowEnv(gym.Env):
         o = self.options
         flags = ["--service", self.task.service, "--db", str(self.db_path), "--error-rate", str(o.error_rate),
                  "--timeout-rate", str(o.timeout_rate), "--timeout-s", str(o.timeout_s),
-                 "--crash-rate", str(o.crash_rate)]
+                 "--crash-rate", str(o.crash_rate), "--fault-seed", str(o.fault_seed)]
         return {"service": self.task.service, "db": str(self.db_path), "server_flags": flags, "rtt_ms": o.rtt_ms,
                 "jitter_ms": o.jitter_ms}
 
@@ -95,14 +97,20 @@ class WorkflowEnv(gym.Env):
 
     def final_state_diff(self) -> int:
         """Rows that differ from the reference final state now."""
+        return sum(self.final_row_diff().values())
+
+    def final_row_diff(self) -> dict[str, int]:
+        """Extra, missing and changed rows relative to the reference final state now."""
         conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=30)
         try:
-            return state_diff(state(conn), self._expected)
+            return row_diff(state(conn), self._expected)
         finally:
             conn.close()
 
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
-        diff = self.final_state_diff()
-        info = {"success": diff == 0, "state_diff": diff,
+        rows = self.final_row_diff()
+        diff = sum(rows.values())
+        info = {"success": diff == 0, "state_diff": diff, "extra_rows": rows["extra"],
+                "missing_rows": rows["missing"], "changed_rows": rows["changed"],
                 "answered": isinstance(action, dict) and action.get("status") == "ok"}
         return {}, float(diff == 0), True, False, info

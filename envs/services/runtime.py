@@ -85,7 +85,12 @@ class FaultPlan:
     error_rate: the call fails with ``unavailable`` before touching the database.
     timeout_rate: the server stalls ``timeout_s`` first (a client with a shorter deadline sees a timeout while the
       call still completes afterwards; only idempotency keys make the client's retry safe).
-    crash_rate: the server process is killed (SIGKILL) during the call, before or after its commit.
+    crash_rate: the server process is killed (SIGKILL) during a state-modifying call, before it touches the
+      database or right after its commit (half each), so a client resending the call meets both a lost and a
+      journalled write.
+    incarnation: which start of the server this is (0 first, then one more per restart after a crash). Faults are
+      drawn from ``(seed, incarnation)``: a restarted server must not replay its predecessor's fault schedule, or
+      a crash rate of 3 % becomes "crash again at the same call count" after every restart.
     """
 
     error_rate: float = 0.0
@@ -93,6 +98,7 @@ class FaultPlan:
     timeout_s: float = 0.5
     crash_rate: float = 0.0
     seed: int = 0
+    incarnation: int = 0
 
     def active(self) -> bool:
         return self.error_rate > 0 or self.timeout_rate > 0 or self.crash_rate > 0
@@ -116,7 +122,7 @@ class ServiceRuntime:
         self.tools = tool_specs(service)
         self.faults = faults or FaultPlan()
         self.crash_hook = crash_hook
-        self._rng = np.random.default_rng(self.faults.seed)
+        self._rng = np.random.default_rng([self.faults.seed, self.faults.incarnation])
         self.conn = sqlite3.connect(str(db_path), isolation_level=None, check_same_thread=False, timeout=30)
         self.conn.execute("PRAGMA busy_timeout=30000")
         # WAL + NORMAL survives a killed process (the crash model here); only a power loss could drop a commit.
@@ -145,16 +151,20 @@ class ServiceRuntime:
             raise ServiceError("invalid_argument", f"{tool}.{where}: {exc.message}") from None
         return spec
 
-    def _fault(self, spec: ToolSpec) -> None:
+    def _fault(self, spec: ToolSpec) -> bool:
+        """Draw this call's injected faults; True when the process must die right after the call's commit."""
         if not self.faults.active():
-            return
-        u = self._rng.random(3)
+            return False
+        u = self._rng.random(4)
         if u[0] < self.faults.error_rate:
             raise ServiceError("unavailable", f"{self.service} returned 503 for {spec.name}")
         if u[1] < self.faults.timeout_rate:
             time.sleep(self.faults.timeout_s)
-        if u[2] < self.faults.crash_rate and spec.effect != "read":
-            kill_self()
+        if u[2] < self.faults.crash_rate and spec.effect in ("write", "idempotent_write"):
+            if u[3] < 0.5:
+                kill_self()
+            return True
+        return False
 
     def _hook(self, point: str) -> None:
         if self.crash_hook is not None:
@@ -167,7 +177,7 @@ class ServiceRuntime:
         """
         spec = self.validate(tool, args)
         self.calls += 1
-        self._fault(spec)
+        die_after_commit = self._fault(spec)
         if spec.effect == "read" or spec.effect == "pure":
             return spec.handler(self.conn, args), False
         self._hook("before_call")
@@ -187,4 +197,6 @@ class ServiceRuntime:
             raise
         self.conn.execute("COMMIT")
         self._hook("after_commit")
+        if die_after_commit:  # the write is durable (and journalled) but its caller never hears back
+            kill_self()
         return result, False

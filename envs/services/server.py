@@ -113,11 +113,13 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-s", type=float, default=0.5)
     p.add_argument("--crash-rate", type=float, default=0.0)
     p.add_argument("--fault-seed", type=int, default=0)
+    p.add_argument("--incarnation", type=int, default=0, help="restart count (faults are drawn per incarnation)")
 
 
 def runtime_from_args(args: argparse.Namespace) -> ServiceRuntime:
     """A runtime from the shared flags."""
-    faults = FaultPlan(args.error_rate, args.timeout_rate, args.timeout_s, args.crash_rate, args.fault_seed)
+    faults = FaultPlan(args.error_rate, args.timeout_rate, args.timeout_s, args.crash_rate, args.fault_seed,
+                       args.incarnation)
     return ServiceRuntime(args.service, args.db, faults)
 
 

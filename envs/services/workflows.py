@@ -3,7 +3,7 @@
 Each task is a template with parameters (e.g. "ship the first 24 paid orders, carrier by weight"). Its
 ``reference`` applies the intended effects directly in SQL to a fresh copy of the episode's seeded database, written
 independently of any agent or program; an episode succeeds when every business table of the service ends exactly
-equal to the reference (so duplicated, lost or partial effects all fail). Sizes run from 2 to 50 tool calls and
+equal to the reference (so duplicated, lost or partial effects all fail). Sizes run from 1 to 50 tool calls and
 use loops, branches, parallel fan-out/join, retries and compensation.
 """
 
@@ -139,14 +139,19 @@ def ref_escalate_urgent(conn: sqlite3.Connection, p: dict[str, Any]) -> None:
         conn.execute("UPDATE tickets SET status='escalated', priority='urgent' WHERE id=?", (t["id"],))
 
 
+def ref_comment(conn: sqlite3.Connection, p: dict[str, Any]) -> None:
+    conn.execute("INSERT INTO comments (ticket_id, body) VALUES (?, ?)", (p["ticket"], p["body"]))
+
+
 REFERENCES: dict[str, Callable[[sqlite3.Connection, dict[str, Any]], None]] = {
     "cheapest_flight": ref_cheapest_flight, "group_flights": ref_group_flights, "trip": ref_trip,
     "group_trip": ref_group_trip, "ship_paid": ref_ship_paid, "basket": ref_basket, "cancel_open": ref_cancel_open,
     "triage": ref_triage, "close_stale": ref_close_stale, "escalate_urgent": ref_escalate_urgent,
+    "comment": ref_comment,
 }
 SERVICE_OF = {"cheapest_flight": "travel", "group_flights": "travel", "trip": "travel", "group_trip": "travel",
               "ship_paid": "orders", "basket": "orders", "cancel_open": "orders", "triage": "tickets",
-              "close_stale": "tickets", "escalate_urgent": "tickets"}
+              "close_stale": "tickets", "escalate_urgent": "tickets", "comment": "tickets"}
 
 
 # ------------------------------------------------------------------------------------------------- task list
@@ -193,6 +198,8 @@ def _build() -> dict[str, WorkflowTask]:
     for team, age, k in (("tech", 10, 6), ("billing", 20, 12), ("tech", 5, 24)):
         add(f"close_stale_{team}_{k}", "close_stale", {"team": team, "min_age": age, "limit": k},
             f"close pending {team} tickets older than {age} days (first {k}) with a comment", 1 + k)
+    add("comment_ticket_7", "comment", {"ticket": 7, "body": "customer called back"},
+        "add the comment 'customer called back' to ticket 7", 1)
     for team in ("tech", "billing"):
         add(f"escalate_urgent_{team}", "escalate_urgent", {"team": team, "limit": 20},
             f"escalate every open urgent {team} ticket, retrying transient errors", 6)
@@ -236,3 +243,15 @@ def state_diff(actual: dict[str, list[tuple[Any, ...]]], expected: dict[str, lis
         a, e = actual.get(table, []), expected.get(table, [])
         diff += sum(x != y for x, y in zip(a, e, strict=False)) + abs(len(a) - len(e))
     return diff
+
+
+def row_diff(actual: dict[str, list[tuple[Any, ...]]], expected: dict[str, list[tuple[Any, ...]]]) -> dict[str, int]:
+    """Rows ``extra`` (e.g. a duplicated insert), ``missing`` (a lost insert) and ``changed`` (an update lost,
+    doubled or wrong) relative to the reference, summed over tables; all 0 means every effect happened once."""
+    extra = missing = changed = 0
+    for table in set(actual) | set(expected):
+        a, e = actual.get(table, []), expected.get(table, [])
+        changed += sum(x != y for x, y in zip(a, e, strict=False))
+        extra += max(0, len(a) - len(e))
+        missing += max(0, len(e) - len(a))
+    return {"extra": extra, "missing": missing, "changed": changed}

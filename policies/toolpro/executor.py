@@ -47,6 +47,7 @@ class ProgramHost:
         self.last_error: tuple[str, str] | None = None
         self.result: Any = None
         self.calls = self.replayed = 0
+        self.journal_replayed = 0  # writes answered by the service's idempotency journal (committed, not logged)
         self.trace: list[dict[str, Any]] = []
 
     def _get(self, h: int) -> Any:
@@ -90,6 +91,7 @@ class ProgramHost:
             return -1
         runlog.record(self.runtime.conn, self.run_id, seq, tool, args, {"result": result})
         self.replayed += int(replayed)
+        self.journal_replayed += int(replayed)
         self.trace.append({"tool": tool, "replayed": replayed, "ms": 1000 * (time.perf_counter() - t0)})
         return self._push(result)
 
@@ -171,6 +173,7 @@ class ProgramExecutor:
 
     def _finish(self, host: ProgramHost, run: Any, t0: float, extra: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"status": run.status, "calls": host.calls, "replayed": host.replayed,
+                               "journal_replayed": host.journal_replayed,
                                "compile_ms": 1000 * run.compile_s, "exec_ms": 1000 * run.wall_s,
                                "total_ms": 1000 * (time.perf_counter() - t0), "fuel": run.fuel_used,
                                "call_ms": sum(t["ms"] for t in host.trace), **extra}
@@ -185,8 +188,25 @@ class ProgramExecutor:
             out["error"] = {"kind": run.status, "message": run.reason}
         return out
 
-    def run(self, program_json: Any, run_id: str) -> dict[str, Any]:
-        """Check, compile and run a program; a malformed or ill-typed one is rejected before any call."""
+    def run(self, program_json: Any, run_id: str, brief: bool = False) -> dict[str, Any]:
+        """Check, compile and run a program; a malformed or ill-typed one is rejected before any call.
+
+        ``brief``: report only status, result (when not null), error, calls, server-side tool time (whole ms) and
+        nonzero replay counts — what the agent answers with and profiles from — instead of every timing.
+        """
+        report = self._run(program_json, run_id)
+        if not brief:
+            return report
+        out = {k: report[k] for k in ("status", "calls", "error") if k in report}
+        out["call_ms"] = round(report.get("call_ms", 0.0))
+        if report.get("result") is not None:
+            out["result"] = report["result"]
+        for k in ("replayed", "journal_replayed"):
+            if report.get(k):
+                out[k] = report[k]
+        return out
+
+    def _run(self, program_json: Any, run_id: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             program = parse_program(program_json)

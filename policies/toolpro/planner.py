@@ -157,8 +157,12 @@ def plan(task: WorkflowTask) -> J:
                 {"for": "t", "in": get(var("ts"), "tickets"), "max": p["limit"],
                  "do": retry(call("escalate_ticket", "idempotent_write", ticket_id=get(var("t"), "id")),
                              attempts=5, backoff_ms=10)}]
+    elif t == "comment":  # a single write: the case where a program's fixed cost cannot pay off
+        body = [retry(call("add_comment", "write", "c", fmt("comment-{}", lit(p["ticket"])),
+                           ticket_id=lit(p["ticket"]), body=lit(p["body"]))),
+                {"return": var("c")}]
     else:
         raise choice_error("workflow template", t, ["cheapest_flight", "group_flights", "trip", "group_trip",
                                                     "ship_paid", "basket", "cancel_open", "triage", "close_stale",
-                                                    "escalate_urgent"])
+                                                    "escalate_urgent", "comment"])
     return {"service": task.service, "body": {"seq": body}}

@@ -1,14 +1,17 @@
 """The profile-driven policy: per-service cost estimates, predicted latency of each mode, and the choice.
 
-Measured per service: ``ping_s`` (one MCP round trip through the link with a do-nothing tool), ``tool_s`` (the
-server-side time of one tool call, from program reports and stepwise timings) and ``program_s`` (the fixed cost of
-one ``run_program``: upload, check, compile to wasm, instantiate — measured with an empty program). With ``n`` the
-program's call count when no retry fires:
+Measured per service: ``ping_s`` (one MCP round trip through the link with a do-nothing tool), ``step_call_s`` (what
+one stepwise tool call costs beyond the round trip: client and server processing of the call), ``program_call_s``
+(the server-side time of one tool call inside a program, run-log write included, from program reports) and
+``program_s`` (the fixed cost of one ``run_program``: upload, check, compile to wasm, instantiate — first measured
+with an empty program). With ``n`` the program's call count when no retry fires:
 
-    stepwise ≈ n · (ping_s + tool_s)            program ≈ ping_s + program_s + n · tool_s
+    stepwise ≈ n · (ping_s + step_call_s)            program ≈ ping_s + program_s + n · program_call_s
 
-and the cheaper prediction wins. Each finished episode updates the estimates (exponential moving averages), so a
-changed network or service load moves the choice.
+and the cheaper prediction wins. The two per-call costs are kept apart because they are not the same work: a
+program's call also logs its outcome for replay, a stepwise call also crosses the MCP stack. Each finished episode
+updates the estimates of the mode it ran (exponential moving averages), so a changed network or service load moves
+the choice.
 """
 
 from __future__ import annotations
@@ -21,19 +24,22 @@ class ServiceProfile:
     """Running cost estimates (seconds) for one service as seen from the agent."""
 
     ping_s: float = 0.0
-    tool_s: float = 0.005
+    step_call_s: float = 0.005
+    program_call_s: float = 0.005
     program_s: float = 0.05
     alpha: float = 0.3  # weight of a new observation
     observations: int = 0
+    stepwise_seen: int = 0
+    program_seen: int = 0
 
-    def _blend(self, old: float, new: float) -> float:
-        return new if self.observations == 0 else (1 - self.alpha) * old + self.alpha * new
+    def _blend(self, old: float, new: float, seen: int) -> float:
+        return new if seen == 0 else (1 - self.alpha) * old + self.alpha * new
 
     def predict_stepwise(self, calls: int) -> float:
-        return calls * (self.ping_s + self.tool_s)
+        return calls * (self.ping_s + self.step_call_s)
 
     def predict_program(self, calls: int) -> float:
-        return self.ping_s + self.program_s + calls * self.tool_s
+        return self.ping_s + self.program_s + calls * self.program_call_s
 
     def choose(self, calls: int) -> str:
         """``program`` or ``stepwise``: the mode with the lower predicted latency (ties go to stepwise)."""
@@ -47,14 +53,18 @@ class ServiceProfile:
         self.observations = 1
 
     def observe_program(self, latency_s: float, calls: int, server_call_s: float) -> None:
-        """Update from a finished program: its server-side tool time and its fixed cost."""
+        """Update from a finished program: its per-call server time and its fixed cost."""
         if calls > 0:
-            self.tool_s = self._blend(self.tool_s, server_call_s / calls)
-        self.program_s = self._blend(self.program_s, max(0.0, latency_s - self.ping_s - server_call_s))
+            self.program_call_s = self._blend(self.program_call_s, server_call_s / calls, self.program_seen)
+        self.program_s = self._blend(self.program_s, max(0.0, latency_s - self.ping_s - server_call_s),
+                                     self.program_seen + self.observations)
+        self.program_seen += 1
         self.observations += 1
 
     def observe_stepwise(self, latency_s: float, calls: int) -> None:
-        """Update the per-call server time from a finished stepwise run."""
+        """Update the per-call cost beyond the round trip from a finished stepwise run."""
         if calls > 0:
-            self.tool_s = self._blend(self.tool_s, max(0.0, latency_s / calls - self.ping_s))
+            self.step_call_s = self._blend(self.step_call_s, max(0.0, latency_s / calls - self.ping_s),
+                                           self.stepwise_seen)
+        self.stepwise_seen += 1
         self.observations += 1

@@ -44,3 +44,8 @@ def record(conn: sqlite3.Connection, run_id: str, seq: int, tool: str, args: dic
     """Log one call's outcome (its own transaction: the connection is in autocommit mode)."""
     conn.execute("INSERT OR REPLACE INTO _runlog VALUES (?,?,?,?)",
                  (run_id, seq, args_digest(tool, args), json.dumps(outcome)))
+
+
+def progress(conn: sqlite3.Connection, run_id: str) -> int:
+    """How many calls of run ``run_id`` are logged (a resend after a crash continues after them)."""
+    return int(conn.execute("SELECT COUNT(*) FROM _runlog WHERE run_id=?", (run_id,)).fetchone()[0])

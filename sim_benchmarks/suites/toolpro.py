@@ -27,7 +27,8 @@ def episode_metrics(info: dict[str, Any], total_return: float, steps: int) -> di
     """success from the final-state check; the policy adds latency, bytes, round trips and calls."""
     return {"success": bool(info.get("success", False)), "correct_object": False, "wrong_object": False,
             "return": float(total_return), "state_diff": int(info.get("state_diff", -1)),
-            "answered": bool(info.get("answered", False))}
+            "extra_rows": int(info.get("extra_rows", -1)), "missing_rows": int(info.get("missing_rows", -1)),
+            "changed_rows": int(info.get("changed_rows", -1)), "answered": bool(info.get("answered", False))}
 
 
 register_suite(SuiteSpec(

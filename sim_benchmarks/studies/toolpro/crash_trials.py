@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from envs.services.runtime import ServiceRuntime, create_database, reset_database
-from envs.services.workflows import TASKS, expected_state, state
+from envs.services.workflows import TASKS, expected_state, row_diff, state
 from policies.toolpro.executor import ProgramExecutor
 from policies.toolpro.planner import plan
 from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
@@ -80,16 +80,6 @@ def _run_in_child(db: Path, task: str, run_id: str, kill_at: int | None) -> tupl
     return status, int(b"".join(chunks) or b"-1")
 
 
-def _row_diff(actual: dict[str, list[Any]], expected: dict[str, list[Any]]) -> dict[str, int]:
-    extra = missing = changed = 0
-    for t in set(actual) | set(expected):
-        a, e = actual.get(t, []), expected.get(t, [])
-        changed += sum(x != y for x, y in zip(a, e, strict=False))
-        extra += max(0, len(a) - len(e))
-        missing += max(0, len(e) - len(a))
-    return {"extra": extra, "missing": missing, "changed": changed}
-
-
 def run_trials(trials: int, seed: int, folder: Path, naive: bool = False) -> dict[str, Any]:
     """Run the trials; returns the per-trial records. ``naive``: every restart gets a fresh run id (no replay from
     the journals: the control that shows what the journals prevent)."""
@@ -119,7 +109,7 @@ def run_trials(trials: int, seed: int, folder: Path, naive: bool = False) -> dic
                         for j, k in enumerate(kills)]
             final = _run_in_child(db, task, f"{run_id}-final" if naive else run_id, None)[0]
             conn = sqlite3.connect(db)
-            diff = _row_diff(state(conn), expected[key])
+            diff = row_diff(state(conn), expected[key])
             journaled = int(conn.execute("SELECT COUNT(*) FROM _journal").fetchone()[0])
             conn.close()
             killed = sum(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL for s in statuses)

@@ -57,7 +57,7 @@ def test_malformed_json_is_a_program_error():
         parse_program("{not json")
 
 
-@pytest.mark.parametrize("name", ["trip_1", "basket_3", "triage_tech_high_5", "group_trip_2"])
+@pytest.mark.parametrize("name", ["trip_1", "basket_3", "triage_tech_high_5", "group_trip_2", "comment_ticket_7"])
 def test_wasm_execution_matches_interpreter_and_reference(tmp_path, name):
     task = TASKS[name]
     (tmp_path / "w").mkdir()
