@@ -133,3 +133,26 @@ def test_step_clock_times_exactly_the_steps_after_warmup(monkeypatch):
     clock.tick()
     assert started == [4] and clock.rate() == 4 / (1.0 - 0.0)
     assert set(runner.SCRIPTS) >= {"stream_q_minatar", "stream_q_atari", "streamq", "streamq_spr_ortho"}
+
+
+def test_phase_clock_counts_nested_phases_once(monkeypatch):
+    now = iter([0.0, 1.0, 3.0, 6.0, 10.0])
+    monkeypatch.setattr(rs.time, "perf_counter", lambda: next(now))
+    clock = rs.PhaseClock()
+    inner = clock.wrap("forward", lambda: None)
+
+    def outer_body():
+        inner()  # enters at 1.0, leaves at 3.0
+
+    clock.wrap("env", outer_body)()  # enters at 0.0, leaves at 6.0
+    assert clock.totals["env"] == 4.0 and clock.totals["forward"] == 2.0
+
+
+@pytest.mark.slow
+def test_breakdown_splits_a_real_step_into_the_phases():
+    entry = next(e for e in rs.ENTRIES if e.key == "q_minatar_torch")
+    out = rs.breakdown(entry, steps=30, warmup=5)
+    assert set(out) == {*rs.PHASES, "total"}
+    assert all(out[k] > 0 for k in ("env", "preprocessing", "forward", "backward", "traces + ObGD"))
+    assert out["SPR heads"] == 0.0
+    assert math.isclose(sum(out[k] for k in rs.PHASES), out["total"], rel_tol=1e-9)

@@ -108,8 +108,11 @@ def run_streaming_drl(path: Path, env: str, clock: StepClock, seed: int) -> dict
     _register_minatar()
     module = _load(path, path.stem)
     original = module.StreamQ.sample_action
+    seen: dict[str, int] = {}
 
     def sample_action(self, s):
+        if not seen:
+            seen["parameters"] = sum(p.numel() for p in self.parameters())
         clock.tick()
         return original(self, s)
 
@@ -118,7 +121,7 @@ def run_streaming_drl(path: Path, env: str, clock: StepClock, seed: int) -> dict
     module.main(env, seed, lr=1.0, gamma=0.99, lamda=0.8, total_steps=clock.warmup + clock.steps + 1,
                 epsilon_target=0.01, epsilon_start=0.01, exploration_fraction=0.05 if atari else 0.2,
                 kappa_value=2.0, debug=False, overshooting_info=False)
-    return {}
+    return seen
 
 
 def run_stream_rep_rl(path: Path, env: str, clock: StepClock, seed: int) -> dict:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -139,7 +140,11 @@ def run_reference(entry: Entry, python: Path, checkout: Path, steps: int, warmup
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("REFERENCE_SPEED ")]
     if res.returncode != 0 or not lines:
         raise RuntimeError(f"{entry.key} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
-    return json.loads(lines[-1][len("REFERENCE_SPEED "):])
+    row = json.loads(lines[-1][len("REFERENCE_SPEED "):])
+    printed = re.search(r"Total number of params: (\d+)", res.stdout)  # stream-rep-rl prints its count
+    if printed and "parameters" not in row:
+        row["parameters"] = int(printed.group(1))
+    return row
 
 
 def run_embodia(entry: Entry, steps: int, warmup: int) -> dict[str, Any]:
@@ -149,6 +154,93 @@ def run_embodia(entry: Entry, steps: int, warmup: int) -> dict[str, Any]:
     row = measure(entry.agent, ENV[entry.suite][0], steps, warmup, 1, entry.backend, dict(entry.options),
                   ENV_OPTIONS[entry.suite])
     return {"steps_per_second": row["steps_per_second"], "steps": steps, "warmup": warmup}
+
+
+PHASES = ("env", "preprocessing", "forward", "backward", "traces + ObGD", "SPR heads", "other")
+
+
+class PhaseClock:
+    """Exclusive wall time per phase: wrapped callables add their own time to their phase, minus the time of any
+    wrapped callable they call (so nested phases are never counted twice)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self._stack: list[str] = []
+        self._mark = 0.0
+
+    def wrap(self, phase: str, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            now = time.perf_counter()
+            if self._stack:
+                self.totals[self._stack[-1]] += now - self._mark
+            self._stack.append(phase)
+            self._mark = now
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                now = time.perf_counter()
+                self.totals[self._stack.pop()] += now - self._mark
+                self._mark = now
+
+        return timed
+
+
+def breakdown(entry: Entry, steps: int, warmup: int) -> dict[str, float]:
+    """Milliseconds per step in each of ``PHASES`` for an Embodia agent (one instrumented block of ``steps``).
+
+    The learner's own parts are wrapped on the instance (observation pipe, compiled network, optimiser, SPR
+    update); the torch path's fused forward/backward are module functions of ``agents.streaming.stream_q``,
+    swapped for the block and restored. "other" is the rest of the step (ε-greedy, argmax, Python glue).
+    """
+    import agents.streaming.stream_q as sq
+    from envs.arcade import make_arcade_env
+    from sim_benchmarks.studies.streaming.streaming_speed import _make
+
+    env_name = ENV[entry.suite][0]
+    env = make_arcade_env(env_name, ENV_OPTIONS[entry.suite])
+    learner = _make(entry.agent, env_name, env, entry.backend, dict(entry.options))
+    obs, _ = env.reset(seed=0)
+
+    def block(n: int, clock: PhaseClock | None) -> float:
+        nonlocal obs
+        step, reset = (env.step, env.reset) if clock is None else (clock.wrap("env", env.step),
+                                                                   clock.wrap("env", env.reset))
+        t0 = time.perf_counter()
+        for _ in range(n):
+            a = learner.act(obs)
+            nxt, r, term, trunc, _ = step(a)
+            learner.observe(obs, a, float(r), nxt, term, trunc)
+            obs = reset()[0] if term or trunc else nxt
+        return time.perf_counter() - t0
+
+    block(warmup, None)
+    clock = PhaseClock()
+    pipe, opt = learner.pipe, learner.opt
+    for name in ("get", "push"):
+        setattr(pipe, name, clock.wrap("preprocessing", getattr(pipe, name)))
+    pipe.reward_scaler = clock.wrap("preprocessing", pipe.reward_scaler)
+    for name in ("accumulate", "step", "reset_traces"):
+        setattr(opt, name, clock.wrap("traces + ObGD", getattr(opt, name)))
+    for name in ("_spr_update", "_ema_update"):
+        if hasattr(learner, name):
+            setattr(learner, name, clock.wrap("SPR heads", getattr(learner, name)))
+    saved = (sq.fused_forward, sq.fused_backward)
+    if learner.fast is not None:
+        learner.fast.forward = clock.wrap("forward", learner.fast.forward)
+        learner.fast.backward = clock.wrap("backward", learner.fast.backward)
+    else:
+        sq.fused_forward, sq.fused_backward = clock.wrap("forward", saved[0]), clock.wrap("backward", saved[1])
+    try:
+        total = block(steps, clock)
+    finally:
+        sq.fused_forward, sq.fused_backward = saved
+        env.close()
+    clock.totals["other"] = max(total - sum(clock.totals.values()), 0.0)
+    out = {k: 1000.0 * v / steps for k, v in clock.totals.items()}
+    out["total"] = 1000.0 * total / steps
+    modules = [learner.q, *getattr(learner, "heads", [])]  # SPR adds transition, projection, predictor
+    out["parameters"] = sum(p.numel() for m in modules for p in m.parameters())
+    return out
 
 
 def summarize(rates: dict[str, list[float]], pairs: tuple[tuple[str, str], ...] = PAIRS) -> dict[str, Any]:
@@ -172,6 +264,12 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
 
+def parameter_count(result: dict[str, Any], key: str) -> int | None:
+    """Trained parameters of an entry: reported by the reference run, or counted in the Embodia breakdown."""
+    runs = result.get("runs", {}).get(key) or [{}]
+    return runs[0].get("parameters") or result.get("breakdown_ms_per_step", {}).get(key, {}).get("parameters")
+
+
 def render_section(result: dict[str, Any]) -> str:
     """The results-page section (markdown) for one study run."""
     s, labels = result["summary"], {e.key: e.label for e in ENTRIES}
@@ -186,19 +284,30 @@ def render_section(result: dict[str, Any]) -> str:
            f"{args['minatar_warmup']:,} warm-up steps and {args['atari_steps']:,} Atari Breakout steps after "
            f"{args['atari_warmup']:,}. A step is act + env step (with the implementation's own preprocessing) "
            "+ update.", "", "```bash", result["command"], "```", "",
-           "| implementation | suite | median steps/s | range over rounds | per round |",
-           "| --- | --- | ---: | --- | --- |"]
+           "| implementation | suite | trained parameters | median steps/s | range over rounds | per round |",
+           "| --- | --- | ---: | ---: | --- | --- |"]
     for e in ENTRIES:
         if e.key in s["entries"]:
             r = s["entries"][e.key]
-            out.append(f"| {e.label} | {ENV[e.suite][0]} | {_fmt(r['median'])} | {_fmt(r['min'])}–"
-                       f"{_fmt(r['max'])} | {' / '.join(_fmt(x) for x in r['rounds'])} |")
+            n = parameter_count(result, e.key)
+            out.append(f"| {e.label} | {ENV[e.suite][0]} | {f'{n:,}' if n else '–'} | {_fmt(r['median'])} | "
+                       f"{_fmt(r['min'])}–{_fmt(r['max'])} | {' / '.join(_fmt(x) for x in r['rounds'])} |")
     out += ["", "| ratio (within a round) | median | range | mean [95 % t CI] | per round |",
             "| --- | ---: | --- | --- | --- |"]
     for r in s["ratios"]:
         out.append(f"| {labels[r['numerator']]} ÷ {labels[r['denominator']]} | **{r['median']:.2f}×** | "
                    f"{r['min']:.2f}–{r['max']:.2f} | {r['mean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
                    f"{' / '.join(f'{x:.2f}' for x in r['rounds'])} |")
+    if result.get("breakdown_ms_per_step"):
+        out += ["", "Where an Embodia step goes (ms per step, one instrumented block of the same length after the "
+                "rounds; each phase's own time, nested phases not counted twice; \"other\" is ε-greedy, argmax "
+                "and Python glue):", "",
+                "| implementation | " + " | ".join(PHASES) + " | total |",
+                "| --- |" + " ---: |" * (len(PHASES) + 1)]
+        for e in ENTRIES:
+            row = result["breakdown_ms_per_step"].get(e.key)
+            if row:
+                out.append(f"| {e.label} | " + " | ".join(f"{row[k]:.3f}" for k in (*PHASES, "total")) + " |")
     out += ["", "References (run unchanged from these checkouts, through `sim_benchmarks/studies/streaming/"
             "_reference_runner.py`, which calls each script's own training entry point and reads the clock "
             "around the timed steps):", ""]
@@ -207,7 +316,17 @@ def render_section(result: dict[str, Any]) -> str:
         vers = ", ".join(f"{k} {v}" for k, v in ref["versions"].items())
         out.append(f"- {repo} at `{ref['commit']}` ({', '.join(f'`{x}`' for x in scripts)}); ran with {vers}.")
     emb = ", ".join(f"{k} {v}" for k, v in result["embodia_versions"].items())
-    out += [f"- Embodia ran with {emb}.", ""]
+    out += [f"- Embodia ran with {emb}."]
+    if result.get("ale_rom_dir"):
+        out.append("- ale-py 0.8.x ships no ROMs: `ALE_PY_ROM_DIR` pointed the reference's ale-py at the Breakout ROM "
+                   "shipped with Embodia's ale-py.")
+    jit = {k: [(x.get("jit_variants_at_end") or 0) - (x.get("jit_variants_at_start") or 0) for x in runs]
+           for k, runs in result.get("runs", {}).items() if runs and "jit_variants_at_end" in runs[0]}
+    if jit:
+        out.append("- JAX compilations that fell inside the timed window (new jit variants per round; each costs "
+                   "the reference time it would amortise over a long run): " + "; ".join(
+                       f"{labels[k]} {' / '.join(str(n) for n in v)}" for k, v in jit.items()) + ".")
+    out.append("")
     return "\n".join(out) + "\n"
 
 
@@ -273,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--atari-warmup", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
+                   help="skip the instrumented per-phase block of each Embodia agent after the rounds")
     p.add_argument("--out", type=Path, default=Path("runs/reference_speed"))
     p.add_argument("--page", default="docs/results/streaming.md",
                    help="results page whose side-by-side section is rewritten ('' = none)")
@@ -308,18 +429,25 @@ def main(argv: list[str] | None = None) -> int:
             extras[e.key].append(row)
             print(f"round {r + 1}  {e.key:24s} {row['steps_per_second']:8.1f} steps/s", flush=True)
     summary = summarize(rates)
+    phases = {}
+    if args.breakdown:
+        for e in entries:
+            if not e.script:
+                phases[e.key] = breakdown(e, *steps[e.suite])
+                print(f"breakdown {e.key:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in phases[e.key].items()),
+                      flush=True)
     result = {
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "command": command_line(args),
         "finished_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()} Linux, {os.cpu_count()} cores", "cpus": os.cpu_count(),
         "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
-        "entries": [asdict(e) for e in entries], "runs": extras, "summary": summary,
+        "entries": [asdict(e) for e in entries], "runs": extras, "summary": summary, "breakdown_ms_per_step": phases,
         "references": {k: {"repo": CHECKOUTS[k][0], "commit": git_commit(checkouts[k]),
                            "versions": interpreter_versions(pythons[k], (
-                               "torch", "jax", "jaxlib", "flax", "optax", "numpy", "gymnasium", "ale-py",
-                               "minatar", "stable-baselines3"))} for k in CHECKOUTS},
-        "embodia_versions": _versions(),
+                               "torch", "jax", "jaxlib", "flax", "optax", "distrax", "wandb", "tyro", "numpy",
+                               "gymnasium", "ale-py", "shimmy", "minatar", "stable-baselines3"))} for k in CHECKOUTS},
+        "embodia_versions": _versions(), "ale_rom_dir": bool(os.environ.get("ALE_PY_ROM_DIR")),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out / "reference_speed.json", result)
