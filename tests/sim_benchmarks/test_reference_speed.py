@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,6 +37,16 @@ def test_missing_checkout_exits_2_with_one_line_and_writes_nothing(tmp_path, cap
     assert rc == 2
     assert len(err) == 1 and "--stream-rep-rl" in err[0] and str(missing) in err[0]
     assert not out.exists() and page.read_text() == before
+
+
+def test_launch_study_reports_a_missing_checkout_in_one_line(tmp_path):
+    missing = tmp_path / "gone"
+    proc = subprocess.run([sys.executable, "-m", "launch.study", "streaming.reference_speed", "--streaming-drl",
+                           str(missing), "--stream-rep-rl", str(missing), "--out", str(tmp_path / "o"), "--page", ""],
+                          capture_output=True, text=True, timeout=120, cwd=Path(rs.__file__).parents[3])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "--streaming-drl" in lines[0] and str(missing) in lines[0]
+    assert not (tmp_path / "o").exists()
 
 
 def test_checkout_without_one_script_names_that_script(tmp_path, capsys):
