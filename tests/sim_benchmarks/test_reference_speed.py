@@ -81,11 +81,15 @@ def test_summarize_takes_ratios_within_rounds():
     (ratio,) = s["ratios"]  # the pair with an untimed side is left out
     assert ratio["rounds"] == [2.0, 3.0, 2.0]
     assert (ratio["median"], ratio["min"], ratio["max"]) == (2.0, 2.0, 3.0)
-    assert math.isclose(ratio["mean"], 7 / 3)
-    # t interval with 2 degrees of freedom: mean ± 4.303 · sd / √3
-    half = 4.302653 * 0.5773503 / math.sqrt(3)
-    assert math.isclose(ratio["ci95"][0], 7 / 3 - half, rel_tol=1e-5)
-    assert math.isclose(ratio["ci95"][1], 7 / 3 + half, rel_tol=1e-5)
+    logs = [math.log(2.0), math.log(3.0), math.log(2.0)]
+    m = sum(logs) / 3
+    assert math.isclose(ratio["geomean"], math.exp(m))  # (2 · 3 · 2)^(1/3)
+    # t interval on the logs with 2 degrees of freedom: mean ± 4.303 · sd / √3, then back through exp
+    sd = math.sqrt(sum((x - m) ** 2 for x in logs) / 2)
+    half = 4.302653 * sd / math.sqrt(3)
+    assert math.isclose(ratio["ci95"][0], math.exp(m - half), rel_tol=1e-5)
+    assert math.isclose(ratio["ci95"][1], math.exp(m + half), rel_tol=1e-5)
+    assert ratio["ci95"][0] > 0
     # the ratio of medians (200 / 100) need not equal the median of per-round ratios; the latter is reported
     assert rs.summarize({"a": [1.0, 4.0, 9.0], "b": [1.0, 1.0, 9.0]}, (("a", "b"),))["ratios"][0]["median"] == 1.0
 

@@ -11,6 +11,9 @@ the whole loop (its env wrappers, its agent, its update); the runner only
   (``epsilon_start`` / ``start_epsilon`` = 0.01), total steps = warmup + timed steps + 1, and for stream-rep-rl
   one checkpoint (its default writes a checkpoint and flushes its CSV log every 1 % of the run, which a short
   timing run would otherwise pay every 50 steps) and no saved model;
+- for stream-rep-rl, compiles every (terminated, truncated, is_nongreedy) variant of its jitted update before the
+  timed window opens, on the warm-up's last transition, results discarded (see ``precompile``): a long run pays
+  each compilation once, a short timed window would otherwise pay the rare ones;
 - wraps the per-step action call (``StreamQ.sample_action`` in streaming-drl, ``Agent.step`` in stream-rep-rl)
   with a counter that reads the clock at the start of step ``warmup + 1`` and of step ``warmup + steps + 1``, so
   exactly ``steps`` full agent steps (act + env step with the reference's preprocessing + update) lie between;
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -135,7 +139,33 @@ def run_stream_rep_rl(path: Path, env: str, clock: StepClock, seed: int) -> dict
     def jit_cache() -> int:
         return sum(f._cache_size() for f in (agent.step, agent.update) if hasattr(f, "_cache_size"))
 
-    clock.on_start = lambda: cache.setdefault("start", jit_cache())
+    last: dict[str, tuple] = {}
+
+    def update(*args, **kwargs):
+        last["call"] = (args, kwargs)
+        return agent.update(*args, **kwargs)
+
+    def precompile() -> None:
+        # The update is jitted with (terminated, truncated, is_nongreedy) static: each combination compiles on first
+        # use, and the rare ones (a non-greedy action on a terminal step) tend to land inside a short timed window,
+        # where one compilation costs seconds that a long run amortises. Compile all eight on the last real
+        # transition and discard the results (the update is a pure function: no state of the run changes).
+        import jax
+
+        args, kwargs = last.get("call", ((), {}))
+        if len(args) < 5:
+            return
+        for flags in itertools.product((False, True), repeat=3):
+            varied = list(args)
+            for i, flag in zip((2, 3, 4), flags, strict=True):
+                varied[i] = type(args[i])(flag)
+            jax.block_until_ready(agent.update(*varied, **kwargs))
+
+    def start() -> None:
+        precompile()
+        cache.setdefault("start", jit_cache())
+
+    clock.on_start = start
 
     def step(*args, **kwargs):
         clock.tick()
@@ -146,7 +176,7 @@ def run_stream_rep_rl(path: Path, env: str, clock: StepClock, seed: int) -> dict
                 "--seed", str(seed), "--total_timesteps", str(clock.warmup + clock.steps + 1),
                 "--start_epsilon", "0.01", "--end_epsilon", "0.01", "--num_checkpoints", "1",
                 "--no-save_model", "--log_dir", "logs"]
-    module.main(module.experiment, module.Agent(agent.init_state, step, agent.update), module.define_metrics)
+    module.main(module.experiment, module.Agent(agent.init_state, step, update), module.define_metrics)
     return {"jit_variants_at_start": cache.get("start"), "jit_variants_at_end": jit_cache()}
 
 

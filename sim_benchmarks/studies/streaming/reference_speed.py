@@ -22,6 +22,7 @@ page; ``--page ''`` leaves it alone).
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -245,7 +246,7 @@ def breakdown(entry: Entry, steps: int, warmup: int) -> dict[str, float]:
 
 def summarize(rates: dict[str, list[float]], pairs: tuple[tuple[str, str], ...] = PAIRS) -> dict[str, Any]:
     """Per entry the median steps/s and range over rounds; per pair the within-round ratios, their median, range
-    and the mean's 95 % t interval. Pairs with a side not timed are left out."""
+    and geometric mean with a 95 % t interval (on the log ratios). Pairs with a side not timed are left out."""
     entries = {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": list(v)}
                for k, v in rates.items() if v}
     ratios = []
@@ -253,10 +254,11 @@ def summarize(rates: dict[str, list[float]], pairs: tuple[tuple[str, str], ...] 
         if num not in entries or den not in entries:
             continue
         per_round = [a / b for a, b in zip(rates[num], rates[den], strict=True)]
-        mean, lo, hi = mean_ci(per_round)
+        # ratios multiply: the t interval is taken on their logs, so it stays positive and symmetric in ×/÷
+        mean, lo, hi = (math.exp(x) for x in mean_ci([math.log(x) for x in per_round]))
         ratios.append({"numerator": num, "denominator": den, "rounds": per_round,
                        "median": statistics.median(per_round), "min": min(per_round), "max": max(per_round),
-                       "mean": mean, "ci95": [lo, hi]})
+                       "geomean": mean, "ci95": [lo, hi]})
     return {"entries": entries, "ratios": ratios}
 
 
@@ -292,11 +294,11 @@ def render_section(result: dict[str, Any]) -> str:
             n = parameter_count(result, e.key)
             out.append(f"| {e.label} | {ENV[e.suite][0]} | {f'{n:,}' if n else '–'} | {_fmt(r['median'])} | "
                        f"{_fmt(r['min'])}–{_fmt(r['max'])} | {' / '.join(_fmt(x) for x in r['rounds'])} |")
-    out += ["", "| ratio (within a round) | median | range | mean [95 % t CI] | per round |",
+    out += ["", "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
             "| --- | ---: | --- | --- | --- |"]
     for r in s["ratios"]:
         out.append(f"| {labels[r['numerator']]} ÷ {labels[r['denominator']]} | **{r['median']:.2f}×** | "
-                   f"{r['min']:.2f}–{r['max']:.2f} | {r['mean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
+                   f"{r['min']:.2f}–{r['max']:.2f} | {r['geomean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
                    f"{' / '.join(f'{x:.2f}' for x in r['rounds'])} |")
     if result.get("breakdown_ms_per_step"):
         out += ["", "Where an Embodia step goes (ms per step, one instrumented block of the same length after the "
@@ -323,8 +325,8 @@ def render_section(result: dict[str, Any]) -> str:
     jit = {k: [(x.get("jit_variants_at_end") or 0) - (x.get("jit_variants_at_start") or 0) for x in runs]
            for k, runs in result.get("runs", {}).items() if runs and "jit_variants_at_end" in runs[0]}
     if jit:
-        out.append("- JAX compilations that fell inside the timed window (new jit variants per round; each costs "
-                   "the reference time it would amortise over a long run): " + "; ".join(
+        out.append("- JAX compilations inside the timed window (new jit variants per round; the runner compiles "
+                   "every variant of the jitted update before the window, so this should read 0): " + "; ".join(
                        f"{labels[k]} {' / '.join(str(n) for n in v)}" for k, v in jit.items()) + ".")
     out.append("")
     return "\n".join(out) + "\n"
