@@ -167,7 +167,8 @@ def test_phase_clock_counts_nested_phases_once(monkeypatch):
 def test_breakdown_splits_a_real_step_into_the_phases():
     entry = next(e for e in rs.ENTRIES if e.key == "q_minatar_torch")
     out = rs.breakdown(entry, steps=30, warmup=5)
-    assert set(out) == {*rs.PHASES, "total"}
+    assert set(out) == {*rs.PHASES, "total", "parameters"}
+    assert out["parameters"] == 132_179  # the Stream-x MinAtar network on Breakout's 3 actions
     assert all(out[k] > 0 for k in ("env", "preprocessing", "forward", "backward", "traces + ObGD"))
     assert out["SPR heads"] == 0.0
     assert math.isclose(sum(out[k] for k in rs.PHASES), out["total"], rel_tol=1e-9)
