@@ -74,24 +74,29 @@ class AutogradStreamQ:
 NUMBA_AGENTS = ("stream_q", "stream_ac", "stream_spr")  # configs taking backend="numba" (SPR: its Q part)
 
 
-def _make(agent: str, env_name: str, env: Any, backend: str = "torch") -> Any:
+def _make(agent: str, env_name: str, env: Any, backend: str = "torch",
+          options: dict[str, Any] | None = None) -> Any:
     if agent == "autograd_stream_q":
         suite, _ = split_name(env_name)
         return AutogradStreamQ(suite, env.observation_space.shape, int(env.action_space.n))
     from sim_benchmarks.training.streaming import build_config, make_learner
 
     suite, _ = split_name(env_name)
-    options: dict[str, Any] = {} if agent == "stream_ac" else {"exploration_fraction": 0.0}
+    opts: dict[str, Any] = {} if agent == "stream_ac" else {"exploration_fraction": 0.0}
     if backend != "torch":
-        options["backend"] = backend
-    return make_learner(env_name, agent, env, build_config(agent, suite, 10**9, options), seed=0)
+        opts["backend"] = backend
+    opts.update(options or {})
+    return make_learner(env_name, agent, env, build_config(agent, suite, 10**9, opts), seed=0)
 
 
-def measure(agent: str, env_name: str, steps: int, warmup: int, repeats: int, backend: str = "torch"
-            ) -> dict[str, Any]:
-    """Median agent steps/s over ``repeats`` timed blocks of ``steps`` steps after ``warmup`` untimed ones."""
-    env = make_arcade_env(env_name)
-    learner = _make(agent, env_name, env, backend)
+def measure(agent: str, env_name: str, steps: int, warmup: int, repeats: int, backend: str = "torch",
+            options: dict[str, Any] | None = None, env_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Median agent steps/s over ``repeats`` timed blocks of ``steps`` steps after ``warmup`` untimed ones.
+
+    ``options`` are agent config fields (e.g. ``{"network": "stream_x"}``), ``env_options`` the arcade env's.
+    """
+    env = make_arcade_env(env_name, env_options)
+    learner = _make(agent, env_name, env, backend, options)
     obs, _ = env.reset(seed=0)
 
     def block(n: int) -> float:
