@@ -51,6 +51,6 @@ def test_failed_write_leaves_no_trace(tmp_path):
 def test_workflow_set_size_and_reference_is_deterministic():
     assert len(TASKS) >= 30
     hints = sorted(t.calls_hint for t in TASKS.values())
-    assert hints[0] == 2 and hints[-1] == 50
+    assert hints[0] <= 2 and hints[-1] == 50  # one single-call task exercises the stepwise-vs-program choice
     assert {t.service for t in TASKS.values()} == {"travel", "orders", "tickets"}
     assert expected_state(TASKS["trip_1"], 5) == expected_state(TASKS["trip_1"], 5)
