@@ -13,7 +13,7 @@ import torch
 
 from envs.errors import ConfigError
 from policies.aux.structured.prior_fitted import PriorFittedTransformer, build_model
-from policies.vla.checkpoint_files import sha256_file
+from policies.vla.checkpoint_files import load_part, sha256_file
 from sim_benchmarks.train_log import write_json_atomic
 
 FORMAT = "embodia.prior_fitted_tab/1"
@@ -63,23 +63,7 @@ def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> PriorFittedTrans
     folder = Path(folder)
     manifest = read_manifest(folder)
     try:
-        path = folder / str(manifest["file"])
-        expected = str(manifest["sha256"])
-        config = dict(manifest["config"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"prior-fitted manifest in {str(folder)!r} is malformed ({exc})") from exc
-    if not path.is_file():
-        raise ConfigError(f"prior-fitted weights {str(path)!r} are missing; train them with {RETRAIN}")
-    digest = sha256_file(path)
-    if digest != expected:
-        raise ConfigError(f"prior-fitted weights {str(path)!r} fail the sha256 check (file {digest[:12]}…, manifest "
-                          f"{expected[:12]}…): corrupt or replaced; retrain with {RETRAIN}")
-    try:
-        model = build_model(config)
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["state_dict"])
-    except Exception as exc:  # a foreign file whose sha256 was recorded anyway, or a config that does not fit
-        raise ConfigError(f"prior-fitted weights {str(path)!r} do not fit their config: {type(exc).__name__}") from exc
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model
+        _, model = load_part(folder, manifest, "prior-fitted weights", lambda cfg: (cfg, build_model(cfg)))
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; retrain with {RETRAIN}") from exc
+    return model  # frozen: eval mode, no gradients
