@@ -21,6 +21,9 @@ class VimragOptions(Options):
     planner_seed: int = dataclasses.field(default=0, metadata={"help": "seed of the GGPO-trained planner"})
     credit: Literal["ggpo", "trajectory"] = dataclasses.field(default="ggpo",
                                                                metadata={"help": "planner trained with this credit"})
+    planner: Literal["learned", "smollm2"] = dataclasses.field(default="learned", metadata={
+        "help": "learned: the GGPO/trajectory-trained MLP; smollm2: the offline SmolLM2-135M, replies constrained "
+                "to the valid actions"})
     checkpoint_db: str | None = dataclasses.field(default=None, metadata={
         "help": "SQLite file for the LangGraph checkpointer (resumable threads); none: no checkpointer"})
 

@@ -4,6 +4,8 @@
   GGPO or trajectory credit (:mod:`agents.vimrag.ggpo`); the default, ~0.1 ms per decision.
 * :class:`ChatPlanner`: any langchain chat model; it is shown the question, the memory and the valid actions and
   must reply with one action name.
+* :class:`ConstrainedLMPlanner`: a local causal LM (the offline SmolLM2-135M) shown the same prompt, its reply
+  constrained to the valid action names.
 """
 
 from __future__ import annotations
@@ -116,6 +118,23 @@ def describe_memory(memory: DagMemory, payload) -> str:
     return "\n".join(lines) or "(empty)"
 
 
+def planner_messages(valid: list[str], question: str, memory: DagMemory, payload, step: int, max_steps: int,
+                     history: list[str]) -> tuple[str, str]:
+    """(system, user) prompt shared by the language-model planners: the valid actions, the question, the memory."""
+    system = ("You are the planner of a retrieval agent. Reply with exactly one action name from: "
+              + ", ".join(valid) + ". search_text: search documents; search_images: search image captions; "
+              "follow_links: open what the best unopened document refers to; similar_images: images that look "
+              "like the last one; read: look at the images; answer: give the answer.")
+    user = f"Question: {question}\nStep {step} of {max_steps}. Actions so far: {history}\nMemory:\n" + \
+        describe_memory(memory, payload)
+    return system, user
+
+
+def valid_actions(memory: DagMemory, expanded: list[int]) -> list[str]:
+    """The action names :func:`action_mask` allows now, in ACTIONS order."""
+    return [a for a, ok in zip(ACTIONS, action_mask(memory, expanded), strict=True) if ok]
+
+
 class ChatPlanner:
     """A langchain chat model as planner: it must answer with one valid action name (else: the first valid one)."""
 
@@ -131,15 +150,61 @@ class ChatPlanner:
         """Ask the model; parse the first valid action name in its reply."""
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        valid = [a for a, ok in zip(ACTIONS, action_mask(memory, expanded), strict=True) if ok]
-        system = ("You are the planner of a retrieval agent. Reply with exactly one action name from: "
-                  + ", ".join(valid) + ". search_text: search documents; search_images: search image captions; "
-                  "follow_links: open what the best unopened document refers to; similar_images: images that look "
-                  "like the last one; read: look at the images; answer: give the answer.")
-        user = f"Question: {question}\nStep {step} of {max_steps}. Actions so far: {history}\nMemory:\n" + \
-            describe_memory(memory, self.payload)
+        valid = valid_actions(memory, expanded)
+        system, user = planner_messages(valid, question, memory, self.payload, step, max_steps, history)
         reply = self.model.invoke([SystemMessage(system), HumanMessage(user)])
         text = str(getattr(reply, "content", reply))
         self.replies.append(text)
         found = [(m.start(), a) for a in valid for m in [re.search(rf"\b{a}\b", text)] if m]
         return min(found)[1] if found else valid[0]
+
+
+class ConstrainedLMPlanner:
+    """A local causal LM (e.g. SmolLM2-135M-Instruct) as planner, its decoding constrained to the valid actions.
+
+    The chat prompt is encoded once; each valid action name is then scored as a continuation of it (mean token
+    log-probability, so multi-token names are not penalised for their length) from a copy of the prompt's KV cache,
+    and the best one is taken: the model can only ever answer with a valid action, and the choice is deterministic.
+    """
+
+    name = "lm"
+
+    def __init__(self, model, tokenizer, payload) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.payload = payload
+        self.scores: list[dict[str, float]] = []  # per decision, for inspection
+
+    def action_scores(self, system: str, user: str, valid: list[str]) -> dict[str, float]:
+        """Mean log-probability of each action name as the assistant's reply."""
+        import copy
+        import inspect
+
+        # transformers 5 renamed the forward's KV-cache argument (``past_key_values`` -> ``cache``).
+        cache_kw = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        ids = self.tokenizer.apply_chat_template([{"role": "system", "content": system},
+                                                  {"role": "user", "content": user}],
+                                                 add_generation_prompt=True, return_tensors="pt")
+        ids = ids["input_ids"] if not torch.is_tensor(ids) else ids
+        with torch.no_grad():
+            out = self.model(input_ids=ids, use_cache=True)
+            first = out.logits[0, -1].log_softmax(-1)
+            scores = {}
+            for action in valid:
+                cont = torch.tensor([self.tokenizer(action, add_special_tokens=False)["input_ids"]])
+                logp = [first[cont[0, 0]]]
+                if cont.shape[1] > 1:
+                    cache = {cache_kw: copy.deepcopy(out.past_key_values)}  # each action from the prompt's state
+                    more = self.model(input_ids=cont[:, :-1], use_cache=True, **cache).logits[0].log_softmax(-1)
+                    logp += [more[i, cont[0, i + 1]] for i in range(cont.shape[1] - 1)]
+                scores[action] = float(torch.stack(logp).mean())
+        return scores
+
+    def choose(self, q_emb: np.ndarray, question: str, memory: DagMemory, expanded: list[int], step: int,
+               max_steps: int, history: list[str], rng: np.random.Generator | None = None) -> str:
+        """The valid action the model finds most likely as its reply."""
+        valid = valid_actions(memory, expanded)
+        system, user = planner_messages(valid, question, memory, self.payload, step, max_steps, history)
+        scores = self.action_scores(system, user, valid)
+        self.scores.append(scores)
+        return max(valid, key=lambda a: (scores[a], -valid.index(a)))

@@ -82,7 +82,13 @@ def _factory(mode: str):
         opts = VimragOptions.from_options(ctx.options, strict=False)
         corpus = ctx.env.unwrapped.corpus
         stack = load_stack(corpus.seed, getattr(ctx.env.unwrapped, "corpus_folder", None))
-        planner = trained_planner(stack, opts.credit, opts.planner_seed)
+        if opts.planner == "smollm2":
+            from agents.vimrag.planner import ConstrainedLMPlanner
+            from perception.smollm2 import load_smollm2
+
+            planner = ConstrainedLMPlanner(*load_smollm2(), stack.tools.payload)
+        else:
+            planner = trained_planner(stack, opts.credit, opts.planner_seed)
         gold = {q.qid: q for q in corpus.questions}
         agent = VimragAgent(stack.tools, stack.reader, planner, mode=mode, budget=opts.budget,
                             max_steps=opts.max_steps, gold=gold)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from agents.vimrag.agent import VimragAgent
+from agents.vimrag.memory import DagMemory
 from agents.vimrag.planner import ChatPlanner
 from envs.errors import ConfigError
 from envs.rag.corpus import answer_vocabulary, generate_corpus, load_corpus, save_corpus
@@ -120,3 +121,52 @@ def test_a_second_read_with_the_budget_spent_does_not_override_the_first(stack) 
     assert not any(memory.nodes[p].kind == "image" for p in second.parents)  # the second saw nothing
     answer = memory.latest("answer")
     assert answer.parents == (first.node_id,) and final["answer"] == first.ref
+
+
+class ByteTokenizer:
+    """A byte-level stand-in for a chat tokenizer (the real SmolLM2 tokenizer exists only after its first load)."""
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode())
+
+    def apply_chat_template(self, messages, add_generation_prompt: bool, return_tensors: str):
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages)
+        text += "<assistant>" if add_generation_prompt else ""
+        return torch.tensor([self.encode(text)])
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": self.encode(text)}
+
+
+def tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16384)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_constrained_lm_planner_only_takes_valid_actions_and_scores_from_the_cache_exactly(stack) -> None:
+    from agents.vimrag.planner import ACTIONS, ConstrainedLMPlanner
+
+    kb, tools, reader, _ = stack
+    model, tok = tiny_llama(), ByteTokenizer()
+    planner = ConstrainedLMPlanner(model, tok, tools.payload)
+    q = next(q for q in kb.corpus.questions if q.qtype == "placed_colour")
+    final = VimragAgent(tools, reader, planner, mode="graph", budget=32, max_steps=4).rollout(q.qid, q.text)
+    assert final["history"] and set(final["history"]) <= set(ACTIONS) and final["history"][-1] == "answer"
+    assert all(set(s) <= set(ACTIONS) for s in planner.scores)
+    # The cached continuation scores equal a plain forward over prompt + action (mean log-probability).
+    system, user, valid = "pick one", "Question: what colour?", ["search_text", "read", "answer"]
+    cached = planner.action_scores(system, user, valid)
+    prompt = tok.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                     add_generation_prompt=True, return_tensors="pt")[0].tolist()
+    for action in valid:
+        cont = tok(action)["input_ids"]
+        with torch.no_grad():
+            logp = model(input_ids=torch.tensor([prompt + cont])).logits[0].log_softmax(-1)
+        plain = torch.stack([logp[len(prompt) - 1 + i, t] for i, t in enumerate(cont)]).mean()
+        assert cached[action] == pytest.approx(float(plain), abs=1e-4)
+    # With an empty memory only the searches and answering are valid.
+    assert planner.choose(None, q.text, DagMemory(), [], 0, 4, []) in ("search_text", "search_images", "answer")
