@@ -31,7 +31,8 @@ from sim_benchmarks.studies.aux.results import paired_diff_ci
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
 from sim_benchmarks.train_log import write_json_atomic
 
-MATCHERS = ("default", "instance")  # today's matcher; the same with the trained instance embedder as embedding cue
+# today's matcher; the same with the trained instance embedder as embedding cue; and the embedding cue alone of each
+MATCHERS = ("default", "instance", "mobilenet_cue_only", "instance_cue_only")
 
 
 @dataclass
@@ -86,11 +87,12 @@ def candidate_sets(suite: str, tasks: Sequence[str], episodes: int, seed: int,
 def make_matcher(name: str) -> Any:
     """A fresh matcher variant: ``default`` (today's cues) or ``instance`` (the trained embedder as embedding cue)."""
     from perception.embedders import make_embedder
-    from perception.matching import InstanceMatcher
+    from perception.matching import InstanceMatcher, MatcherConfig
 
     if name not in MATCHERS:
         raise choice_error("matcher", name, MATCHERS)
-    return InstanceMatcher(embedder=make_embedder("instance" if name == "instance" else None))
+    config = MatcherConfig(components=("embedding",)) if name.endswith("_cue_only") else MatcherConfig()
+    return InstanceMatcher(config, embedder=make_embedder("instance" if name.startswith("instance") else None))
 
 
 def retrieval(episodes: int, seed: int, matchers: Sequence[str], tasks: Sequence[str] | None = None,
