@@ -32,8 +32,10 @@ from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
 from sim_benchmarks.train_log import write_json_atomic
 
 # today's matcher; the same with the trained instance embedder as embedding cue; and the embedding cue alone of each
-# ``*_refit``: the logistic weights refitted on train-split scenes (never the test sets) for that embedding cue.
-MATCHERS = ("default", "instance", "mobilenet_cue_only", "instance_cue_only", "default_refit", "instance_refit")
+# ``*_refit``: the logistic weights refitted on generic_simpler train-split scenes (never the test sets) for that
+# embedding cue; ``*_refit_personal``: refitted on personalized_simpler scenes of train-split designs instead.
+MATCHERS = ("default", "instance", "mobilenet_cue_only", "instance_cue_only", "default_refit", "instance_refit",
+            "default_refit_personal", "instance_refit_personal")
 REFIT_TASKS = ("fractal_pick", "fractal_move_near", "bridge_pick", "bridge_put_on")
 REFIT_SEED = 60000  # train-split scenes the embedder's training (seeds 0-79 on train_extended) did not render
 
@@ -96,17 +98,22 @@ def make_matcher(name: str) -> Any:
         raise choice_error("matcher", name, MATCHERS)
     config = MatcherConfig(components=("embedding",)) if name.endswith("_cue_only") else MatcherConfig()
     matcher = InstanceMatcher(config, embedder=make_embedder("instance" if name.startswith("instance") else None))
-    return refit(matcher) if name.endswith("_refit") else matcher
+    if name.endswith("_refit"):
+        return refit(matcher)
+    if name.endswith("_refit_personal"):
+        return refit(matcher, suite=SUITE, tasks=tuple(registry.suites()[SUITE].tasks))
+    return matcher
 
 
-def refit(matcher: Any, episodes: int = 30, seed: int = REFIT_SEED) -> Any:
-    """``matcher`` with its logistic weights fitted on ``generic_simpler`` **train-split** scenes (VAP's candidates,
+def refit(matcher: Any, episodes: int = 30, seed: int = REFIT_SEED, suite: str = "generic_simpler",
+          tasks: tuple[str, ...] = REFIT_TASKS) -> Any:
+    """``matcher`` with its logistic weights fitted on **train-split** scenes of ``suite`` (VAP's candidates,
     labelled by instance), as ``vap_benchmark calibrate`` does for the default cues. The train-split instances were
     also in the embedder's training data, so its cue looks stronger there than on new designs: a caveat, not a leak."""
     from perception.matching import InstanceMatcher, overlap_matrix
 
     cue_rows, labels, overlaps = [], [], []
-    for cs in candidate_sets("generic_simpler", REFIT_TASKS, episodes, seed, {"split": "train"}):
+    for cs in candidate_sets(suite, tasks, episodes, seed, {"split": "train"}):
         matcher.set_references(cs.references)
         cue_rows.append(matcher.cues(matcher.views(cs.image, cs.masks)))
         labels.append(cs.label)
