@@ -128,8 +128,38 @@ class HFImageEmbedder:
         return _unit(vec.cpu().numpy())
 
 
+class InstanceEmbedder(MobileNetEmbedder):
+    """The instance head Embodia trains (``perception.instance_embedder``) on the pooled MobileNetV2 features.
+
+    Shares the MobileNetV2 pass and its cache, so the category scorer (``class_probabilities``) is unchanged; only
+    ``embed`` (the matcher's embedding cue) goes through the trained head. The checkpoint is sha256-verified.
+    """
+
+    def __init__(self, folder: str | Path | None = None, cache_size: int = 512) -> None:
+        from envs.paths import CHECKPOINTS
+        from perception.instance_embedder import load_head
+
+        super().__init__(cache_size=cache_size)
+        self.folder = Path(folder) if folder is not None else CHECKPOINTS / "instance_embedder"
+        self.head_config, self.head = load_head(self.folder)
+
+    def embed(self, crops: np.ndarray) -> np.ndarray:
+        import torch
+
+        if len(crops) == 0:
+            return np.zeros((0, self.head_config.dim), np.float32)
+        with torch.no_grad():
+            out = self.head(torch.from_numpy(self.pooled(crops))).numpy()
+        return _unit(out)
+
+
 def make_embedder(name_or_path: str | None, input_size: int | None = None) -> Embedder:
-    """``None``/"mobilenet_v2" → MobileNetV2 (at ``input_size``); anything else is a local transformers folder."""
+    """``None``/"mobilenet_v2" → MobileNetV2 (at ``input_size``); "instance" → the trained instance head in
+    ``checkpoints/instance_embedder``; anything else is a local transformers folder."""
     if name_or_path in (None, "", "mobilenet_v2"):
         return MobileNetEmbedder(input_size=input_size)
+    if name_or_path == "instance":
+        if input_size is not None:
+            raise ConfigError("the instance embedder was trained at the crop's own size; leave vap_embed_size unset")
+        return InstanceEmbedder()
     return HFImageEmbedder(name_or_path)
