@@ -20,7 +20,17 @@ import pytest
 
 import launch.__main__ as embodia
 from launch import eval as eval_cli
-from launch import leaderboard, run, study, train, train_attributes, train_localiser, train_prior_fitted, train_vla
+from launch import (
+    leaderboard,
+    run,
+    study,
+    train,
+    train_attributes,
+    train_embedder,
+    train_localiser,
+    train_prior_fitted,
+    train_vla,
+)
 from sim_benchmarks.results_folder import FolderLock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,6 +178,8 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("train_vla", lambda w: ["--out", f"{w}/o", "--init", f"{w}/bad_ckpt"], "manifest"),
     ("train_vla", lambda w: ["--out", f"{w}/o", "--checkpoint-out", f"{w}/file"], "is a file"),
     ("train_vla", lambda w: ["--out", f"{w}/o", "--demo-cache", f"{w}/file", "--eval-episodes", "0"], "demo cache"),
+    ("train_embedder", lambda w: ["--out", f"{w}/file"], "is a file"),
+    ("train_embedder", lambda w: ["--out", f"{w}/o", "--episodes", "0"], "--episodes"),
     ("train_prior_fitted", lambda w: ["--out", f"{w}/file"], "is a file"),
     ("train_prior_fitted", lambda w: ["--out", f"{w}/o", "--steps", "0"], "--steps"),
     ("train_attributes", lambda w: ["--out", f"{w}/file"], "is a file"),
@@ -255,6 +267,7 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
 ]
 MAINS = {"eval": eval_cli.main, "train": train.main, "train_vla": train_vla.main,
          "train_attributes": train_attributes.main, "train_localiser": train_localiser.main,
+         "train_embedder": train_embedder.main,
          "train_prior_fitted": train_prior_fitted.main,
          "leaderboard": leaderboard.main, "run": run.main, "study": study.main, "__main__": embodia.main}
 
