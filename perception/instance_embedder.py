@@ -16,7 +16,6 @@ line) otherwise.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ import torch
 from torch import nn
 
 from envs.errors import ConfigError
+from envs.paths import sha256_file
 from perception.candidate import GREY
 
 FORMAT = "embodia.instance_embedder/1"
@@ -199,14 +199,6 @@ def train_head(feats: np.ndarray, origin: Sequence[int], samples: Sequence[Sampl
 
 
 # -- checkpoint ----------------------------------------------------------------------------------------------------
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def save_head(head: nn.Module, folder: str | Path, config: HeadConfig, training: dict[str, Any]) -> dict[str, Any]:
     """Write ``head.pt`` (+ ``head.pt.sha256``) and ``manifest.json`` into ``folder``; returns the manifest."""
     folder = Path(folder)
@@ -214,7 +206,7 @@ def save_head(head: nn.Module, folder: str | Path, config: HeadConfig, training:
     buf = io.BytesIO()  # a buffer: torch.save names its archive after the file, bytes must not depend on the name
     torch.save({"state_dict": {k: v.detach().float().clone() for k, v in head.state_dict().items()}}, buf)
     (folder / WEIGHTS_FILE).write_bytes(buf.getvalue())
-    digest = _sha256(folder / WEIGHTS_FILE)
+    digest = sha256_file(folder / WEIGHTS_FILE)
     (folder / f"{WEIGHTS_FILE}.sha256").write_text(f"{digest}  {WEIGHTS_FILE}\n")
     manifest = {"format": FORMAT, "file": WEIGHTS_FILE, "sha256": digest, "config": asdict(config),
                 "features": "mobilenet_v2 pooled (frozen), crops from perception.candidate.object_crop",
@@ -241,7 +233,7 @@ def load_head(folder: str | Path) -> tuple[HeadConfig, nn.Module]:
     weights = folder / file
     if not weights.is_file():
         raise ConfigError(f"instance embedder weights {str(weights)!r} are missing")
-    digest = _sha256(weights)
+    digest = sha256_file(weights)
     if digest != expected:
         raise ConfigError(f"instance embedder weights {str(weights)!r} fail the sha256 check (file {digest[:12]}…, "
                           f"manifest {expected[:12]}…): corrupt or replaced")

@@ -14,18 +14,10 @@ from typing import Any
 import torch
 
 from envs.errors import ConfigError
+from envs.paths import sha256_file
 
 FORMAT = "embodia.generic_vla/1"
 MANIFEST_FILE = "manifest.json"
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
