@@ -28,9 +28,11 @@ import torch
 
 from agents.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig, Demos, collect_demos
 from agents.episodic import run_episode
+from agents.vlabench_demonstrations import GENERIC_TRACK, VLABenchDemoConfig, collect_vlabench_demos
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
+from envs.manipulation.vlabench.tasks import TASKS as VLABENCH_TASKS
 from launch.cli import ArgumentParser, main_guard, require_positive
 from perception.text_encoder import load_text_encoder
 from policies.scripted_expert import DESCENTS
@@ -46,6 +48,11 @@ from sim_benchmarks.results_folder import FolderLock, check_out_dir
 from sim_benchmarks.train_log import TrainLog, write_json_atomic
 
 CACHE_FORMAT = "embodia.vla_demos/1"
+SUITES = ("personalized_simpler", "personalized_vlabench")
+# Options that only the SIMPLER demonstrator / memory heads know, with their defaults: set on another suite they
+# are an error rather than silently ignored.
+SIMPLER_ONLY = {"dagger": None, "dagger_demos": 0, "memory": 0, "words": 0, "split": "train",
+                "expert_descent": "gated", "expert_regrasps": 0, "drop_fraction": 0.0}
 
 
 def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demos:
@@ -59,7 +66,8 @@ def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demo
         torch.set_num_threads(1)
         # Keep the raw frames of kept episodes (encoded in one batch afterwards, which is also faster than per
         # frame) so that another frozen-feature spec or the from-scratch CNN can be trained without re-collecting.
-        demos = collect_demos(cfg, indices=indices)
+        demos = collect_vlabench_demos(cfg, indices=indices) if isinstance(cfg, VLABenchDemoConfig) \
+            else collect_demos(cfg, indices=indices)
         images = np.stack(demos.frames) if demos.frames else np.zeros((0, 1, 1, 3), np.uint8)
         demos.frames = [] if vision.backbone == "cnn" else _encode_batch(images, vision)
         _write_block(path, demos, images)
@@ -185,16 +193,32 @@ def load_cache(path: Path, vision: VisionSpec) -> tuple[dict[str, Any], dict[str
     return meta, arrays
 
 
-def evaluate(policy: GenericVLA, tasks: list[str], episodes: int, seed: int, split: str = "test") -> dict[str, Any]:
-    """Closed-loop success / correct-object rates per generic task on ``split`` instances."""
+def evaluate(policy: GenericVLA, tasks: list[str], episodes: int, seed: int, split: str = "test",
+             suite: str = "personalized_simpler") -> dict[str, Any]:
+    """Closed-loop success / correct-object rates per generic task on ``split`` instances.
+
+    On ``personalized_vlabench`` the generic track (train designs; unseen seeds) is the only one a generic
+    policy can be asked about without a personal object, so ``split`` is not used there.
+    """
     out: dict[str, Any] = {}
     total = max(1, episodes * len(tasks))
-    with progress_bar(total, f"closed-loop eval ({split})") as advance:
+    label = split if suite == "personalized_simpler" else GENERIC_TRACK
+    with progress_bar(total, f"closed-loop eval ({label})") as advance:
         for task in tasks:
-            env = make_env(task, {"split": split})
+            if suite == "personalized_simpler":
+                env = make_env(task, {"split": split})
+                metrics = None
+            else:  # MuJoCo (the vlabench extra) only when asked for
+                from envs.manipulation.vlabench.env import episode_metrics as vlabench_metrics
+                from envs.manipulation.vlabench.env import make_env as make_vlabench_env
+
+                env = make_vlabench_env(task, {"track": GENERIC_TRACK, "action_mode": "delta",
+                                               "cameras": ("front",), "references": False})
+                metrics = vlabench_metrics
             succ = correct = any_ok = 0
             for ep in range(episodes):
-                res = run_episode(env, policy, env_seed=10_000 * (seed + 1) + ep, policy_seed=ep)
+                res = run_episode(env, policy, env_seed=10_000 * (seed + 1) + ep, policy_seed=ep,
+                                  episode_metrics=metrics)
                 succ += res.metrics["success"]
                 correct += res.metrics["success"] and res.metrics["correct_object"]
                 any_ok += res.metrics["correct_object"]
@@ -218,7 +242,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--patience", type=int, default=6)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--noise", type=float, default=0.01, help="DART noise std on executed xyz deltas (metres)")
+    p.add_argument("--suite", default="personalized_simpler",
+                   help=f"whose generic tasks to learn: {' or '.join(SUITES)} (personalized_vlabench: the "
+                        "in_distribution track's MuJoCo front view, expert targets relabelled as SIMPLER deltas)")
+    p.add_argument("--noise", type=float, default=None,
+                   help="DART noise std on executed xyz deltas (metres; default 0.01, "
+                        f"{VLABenchDemoConfig.noise_std} on personalized_vlabench)")
     p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated, funnel or coarse")
     p.add_argument("--expert-regrasps", type=int, default=0,
                    help="the demonstrator re-grasps an object it lost (slipped or dropped) up to this many times")
@@ -229,7 +258,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--split", default="train",
                    help="demo instances: train, or train_extended (train + extra colour/pattern designs that are "
                         "never test designs)")
-    p.add_argument("--tasks", default=",".join(GENERIC_TASKS), help="comma-separated generic tasks")
+    p.add_argument("--tasks", default=None,
+                   help="comma-separated generic tasks (default: all of the suite's: "
+                        f"{','.join(GENERIC_TASKS)} / {','.join(VLABENCH_TASKS)})")
     p.add_argument("--backbone", default="cnn",
                    help=f"vision: {' or '.join(BACKBONES)} (cnn: a small CNN trained from scratch with the head)")
     p.add_argument("--input-size", type=int, default=None,
@@ -278,10 +309,25 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     check_out_dir(args.out)  # usable before any other check or work
     if args.checkpoint_out is not None:
         check_out_dir(args.checkpoint_out, "--checkpoint-out")
-    tasks = [t for t in args.tasks.split(",") if t]
+    if args.suite not in SUITES:
+        raise choice_error("--suite", args.suite, SUITES)
+    vlabench = args.suite == "personalized_vlabench"
+    known_tasks = VLABENCH_TASKS if vlabench else GENERIC_TASKS
+    tasks = [t for t in (args.tasks or ",".join(known_tasks)).split(",") if t]
+    if not tasks:
+        raise ConfigError(f"--tasks names no task; valid: {', '.join(known_tasks)}")
     for t in tasks:
-        if t not in GENERIC_TASKS:
-            raise ConfigError(f"unknown generic task {t!r}; valid: {', '.join(GENERIC_TASKS)}")
+        if t not in known_tasks:
+            raise ConfigError(f"unknown {args.suite} generic task {t!r}; valid: {', '.join(known_tasks)}")
+    if vlabench:
+        for name, default in SIMPLER_ONLY.items():
+            if getattr(args, name) != default:
+                raise ConfigError(f"--{name.replace('_', '-')} applies to --suite personalized_simpler only, "
+                                  f"got {getattr(args, name)} with --suite {args.suite}")
+    if args.noise is None:
+        args.noise = VLABenchDemoConfig.noise_std if vlabench else 0.01
+    if args.noise < 0:
+        raise ConfigError(f"--noise must be >= 0, got {args.noise}")
     require_positive(args, ("demos", "epochs", "batch_size", "workers", "chunk", "width", "threads"))
     if not 0.0 <= args.dropout < 1.0 or args.shift_cells < 0:
         raise ConfigError(f"--dropout must be in [0, 1) and --shift-cells >= 0, got {args.dropout}, "
@@ -313,9 +359,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         raise choice_error("--expert-descent", args.expert_descent, DESCENTS)
     if args.split not in DEMO_SPLITS:
         raise choice_error("--split", args.split, DEMO_SPLITS)
-    demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
-                          descent=args.expert_descent, split=args.split, regrasps=args.expert_regrasps,
-                          drop_fraction=args.drop_fraction)
+    demo_cfg: DemoConfig | VLABenchDemoConfig
+    if vlabench:
+        demo_cfg = VLABenchDemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise)
+    else:
+        demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
+                              descent=args.expert_descent, split=args.split, regrasps=args.expert_regrasps,
+                              drop_fraction=args.drop_fraction)
     if (args.dagger is None) != (args.dagger_demos <= 0):
         raise ConfigError(f"--dagger and --dagger-demos > 0 go together, got --dagger {args.dagger} and "
                           f"--dagger-demos {args.dagger_demos}")
@@ -351,7 +401,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         meta, arr = load_cache(cache, vision)
         encoder = load_text_encoder()
         texts = encoder.encode(meta["instructions"])
-        embodiment = np.asarray([GENERIC_TASKS[t].embodiment for t in meta["tasks"]])
+        # which camera saw each frame: only object-memory heads (SIMPLER only) project positions with it
+        embodiment = None if vlabench else np.asarray([GENERIC_TASKS[t].embodiment for t in meta["tasks"]])
         data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
                           arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"), arr.get("goals"),
                           embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None)
@@ -384,14 +435,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         evaluation: dict[str, Any] = {}
         if args.eval_episodes > 0:
             policy = GenericVLA(bundle)
-            evaluation = evaluate(policy, tasks, args.eval_episodes, args.seed)
+            evaluation = evaluate(policy, tasks, args.eval_episodes, args.seed, suite=args.suite)
             for task, rec in evaluation.items():
                 if isinstance(rec, dict):
                     log.append({"eval_task": task, **rec})
         wall = time.perf_counter() - start
         grad_steps = stats["epochs_run"] * stats["steps_per_epoch"]
         summary = log.write_summary({
-            "env": "personalized_simpler:generic", "agent": "generic_vla_bc", "steps": grad_steps,
+            "env": f"{args.suite}:generic", "agent": "generic_vla_bc", "steps": grad_steps,
             "return_last100": evaluation.get("mean_success_rate"), "steps_per_second": grad_steps / max(
                 stats["train_s"], 1e-9), "wall_s": round(wall, 1), "checkpoint": str(ckpt), "weights_sha256": digest,
             "command": command, "demos": demo_stats, "train": training_facts["train"], "eval": evaluation,

@@ -71,6 +71,7 @@ def validate(cfg: EvalConfig) -> tuple[registry.SuiteSpec, list[str], list[str],
     if len(set(names)) != len(names):
         raise ConfigError(f"--policy lists a policy twice: {','.join(names)}")
     registry.check_policy_options(suite.name, cfg.policy_options)
+    cfg.policy_options = {**suite.default_policy_options, **cfg.policy_options}
     if suite.options_type is not None:
         suite.options_type.from_options(cfg.env_options)
     episodes = suite.default_episodes if cfg.episodes is None else cfg.episodes

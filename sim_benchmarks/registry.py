@@ -49,6 +49,9 @@ class SuiteSpec:
     # The typed ``--env-option`` dataclass (an ``envs.config.Options``): validated before a run writes anything and
     # printed by ``--list``.
     options_type: type | None = None
+    # ``--policy-option`` values this suite's runs start from (the user's own win), e.g. which trained checkpoint
+    # its generic policies load; merged before anything runs, so the run config records them.
+    default_policy_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,164 @@
+"""Scripted-expert demonstrations on Personalized-VLABench's generic track, labelled as SIMPLER deltas.
+
+The VLABench expert (``policies/vlabench_expert.py``) emits absolute TCP targets; the generic VLA head predicts
+SIMPLER's base-frame deltas. Here the env runs with ``action_mode=delta`` and every expert target is turned into the
+delta that moves the env's *commanded* pose to it (:func:`absolute_to_delta`), so a head trained on these labels runs
+unchanged through ``action_mode=delta`` or through ``policies.delta_adapter.DeltaToAbsolute``. With noise (DART) the
+executed delta's xyz is perturbed while the recorded label stays the expert's clean delta at the visited state.
+
+Only the ``in_distribution`` track is used (train-split designs, instructions naming colour or colour + pattern,
+never "my"); instructions are relabelled with every attribute phrase that singles the target out among its
+same-category look-alikes, as for SIMPLER. Only the views the head needs are rendered (``cameras``, default the
+front view), at the eval size, so the resized input matches what the policy sees at evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agents.demonstrations import Demos, describe_options, episode_rng
+from envs.errors import ConfigError, choice_error
+from envs.manipulation.objects import find_instance
+from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT
+from envs.manipulation.vlabench.tasks import TASKS, subject
+
+# The robot's base pose (envs.manipulation.vlabench.scene, which needs MuJoCo: imported only to collect).
+BASE_POS = np.array([0.0, -0.4, 0.78])
+BASE_YAW = math.pi / 2
+
+GENERIC_TRACK = "in_distribution"  # the only track whose instructions name attributes instead of "my"
+
+
+@dataclass(frozen=True)
+class VLABenchDemoConfig:
+    """What to collect on the generic track: tasks, episode count, DART noise, rendering and seed."""
+
+    tasks: tuple[str, ...] = tuple(TASKS)
+    episodes: int = 60
+    seed: int = 0
+    noise_std: float = 0.008  # metres, added to the executed xyz delta (the per-step clip is MAX_DELTA_POS)
+    noise_fraction: float = 0.8  # share of episodes collected with noise (the rest clean)
+    image_size: int = 224  # rendered size: the eval size, so the head's resized input matches evaluation
+    cameras: tuple[str, ...] = ("front",)
+    max_steps: int = 80
+    relabel: bool = True
+    keep_failed: bool = False
+
+    def __post_init__(self) -> None:
+        for t in self.tasks:
+            if t not in TASKS:
+                raise choice_error("demonstration task", t, sorted(TASKS))
+        if self.episodes < 1:
+            raise ConfigError(f"demo episodes must be >= 1, got {self.episodes}")
+        if self.noise_std < 0 or not 0.0 <= self.noise_fraction <= 1.0:
+            raise ConfigError(f"noise_std must be >= 0 and noise_fraction in [0, 1], got {self.noise_std}, "
+                              f"{self.noise_fraction}")
+
+
+def to_base_frame(world: np.ndarray) -> np.ndarray:
+    """World xyz → the robot base frame of ``obs["ee_state"]`` (x forward = world +y, z above the base)."""
+    rel = np.asarray(world, float) - BASE_POS
+    c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
+    return np.array([c * rel[0] - s * rel[1], s * rel[0] + c * rel[1], rel[2]], np.float32)
+
+
+def absolute_to_delta(target: np.ndarray, command_pos: np.ndarray, command_rpy: np.ndarray) -> np.ndarray:
+    """The SIMPLER delta that moves the commanded pose toward an absolute target [x, y, z, r, p, yaw, gripper].
+
+    Inverse of ``envs.manipulation.vlabench.scene.apply_delta``: the world translation is rotated into the base
+    frame and clipped per axis; the yaw change is taken modulo a half turn (the gripper is symmetric) and clipped.
+    """
+    a = np.asarray(target, float)
+    d = a[:3] - np.asarray(command_pos, float)
+    c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
+    base = np.clip([c * d[0] - s * d[1], s * d[0] + c * d[1], d[2]], -MAX_DELTA_POS, MAX_DELTA_POS)
+    dyaw = (a[5] - float(command_rpy[2]) + math.pi / 2) % math.pi - math.pi / 2
+    return np.array([*base, 0.0, 0.0, np.clip(dyaw, -MAX_DELTA_ROT, MAX_DELTA_ROT), a[6]], np.float32)
+
+
+def relabel(instruction: str, info: dict[str, Any], with_pattern: bool, rng: np.random.Generator) -> str:
+    """A random attribute phrase that singles the target out, put in place of the env's own phrase."""
+    target = find_instance(info["personal_object"])
+    options = describe_options(target, [find_instance(i) for i in info.get("distractors", [])])
+    own = subject(target, False, with_pattern)
+    if not options or own not in instruction:
+        return instruction
+    return instruction.replace(own, options[int(rng.integers(len(options)))], 1)
+
+
+def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | None = None) -> Demos:
+    """Run the (noisy) expert on episodes ``indices`` (default all) and record clean-labelled front frames.
+
+    Episode i runs task ``cfg.tasks[i % len(tasks)]`` with seeds from :func:`agents.demonstrations.episode_rng`,
+    so blocks collected separately concatenate to exactly what one pass collects. ``frames`` hold the raw
+    rendered front images (uint8); ``targets`` / ``goals`` hold the target's and the fixture's start positions in
+    the robot base frame (the frame of ``ee_state``; training-only labels, never policy inputs).
+    """
+    from envs.manipulation.vlabench import scene
+    from envs.manipulation.vlabench.env import make_env
+    from policies.vlabench_expert import VLABenchExpert
+
+    if not (np.allclose(scene.BASE_POS, BASE_POS) and math.isclose(scene.BASE_YAW, BASE_YAW)):
+        raise RuntimeError("the robot base pose here no longer matches envs.manipulation.vlabench.scene")
+    indices = range(cfg.episodes) if indices is None else indices
+    opts = {"track": GENERIC_TRACK, "action_mode": "delta", "cameras": cfg.cameras, "image_size": cfg.image_size,
+            "max_steps": cfg.max_steps, "references": False}
+    envs: dict[str, Any] = {}
+    demos = Demos()
+    try:
+        for i in indices:
+            task = cfg.tasks[i % len(cfg.tasks)]
+            if task not in envs:
+                envs[task] = make_env(task, opts)
+            env = envs[task]
+            rng = episode_rng(cfg.seed, i)
+            env_seed = int(rng.integers(2**31 - 1))
+            noisy = bool(rng.random() < cfg.noise_fraction)
+            obs, info = env.reset(seed=env_seed)
+            text = obs["instruction"]
+            if cfg.relabel:
+                text = relabel(text, info, info.get("instruction_style") == "colour_pattern", rng)
+            expert = VLABenchExpert(env, seed=env_seed)
+            expert.reset(text, {**info, "policy_seed": env_seed})
+            ps = env.unwrapped.privileged_state()
+            target_start = to_base_frame(ps["target"]["start"])
+            goal_start = np.full(3, np.nan, np.float32) if ps["fixture"] is None else \
+                to_base_frame([*ps["fixture"]["xy"], float(ps["target"]["start"][2])])
+            frames, states, actions = [], [], []
+            step_info: dict[str, Any] = {}
+            while True:
+                frames.append(obs["image"])
+                states.append(np.asarray(obs["ee_state"], np.float32))
+                scene = env.unwrapped.scene  # the commanded pose the env's delta mode adds to
+                label = absolute_to_delta(expert.act(obs), scene.target_pos, scene.target_rpy)
+                actions.append(label)
+                executed = label.copy()
+                if noisy and cfg.noise_std > 0:
+                    executed[:3] = np.clip(executed[:3] + rng.normal(0.0, cfg.noise_std, 3),
+                                           -MAX_DELTA_POS, MAX_DELTA_POS)
+                obs, _, terminated, truncated, step_info = env.step(executed)
+                if terminated or truncated:
+                    break
+            success = bool(step_info.get("success", False))
+            demos.episodes.append({"index": int(i), "task": task, "seed": env_seed, "noisy": noisy,
+                                   "steps": len(actions), "success": success, "instruction": text,
+                                   "correct_object": bool(step_info.get("correct_object", False))})
+            if success or cfg.keep_failed:
+                n = len(actions)
+                demos.frames += frames
+                demos.states += states
+                demos.actions += actions
+                demos.instructions += [text] * n
+                demos.episode += [int(i)] * n
+                demos.task += [task] * n
+                demos.targets += [target_start] * n
+                demos.goals += [goal_start] * n
+    finally:
+        for env in envs.values():
+            env.close()
+    return demos

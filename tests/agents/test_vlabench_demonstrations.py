@@ -1,0 +1,93 @@
+"""VLABench demonstrations as SIMPLER deltas, and a tiny generic-VLA training run on the suite's generic track."""
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before mujoco loads
+
+from agents.vlabench_demonstrations import (  # noqa: E402
+    VLABenchDemoConfig,
+    absolute_to_delta,
+    relabel,
+    to_base_frame,
+)
+from envs.errors import ConfigError  # noqa: E402
+from envs.manipulation.objects import instances  # noqa: E402
+from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT  # noqa: E402
+from envs.manipulation.vlabench.scene import apply_delta  # noqa: E402
+
+
+def test_absolute_to_delta_inverts_apply_delta_within_the_clip():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        pos, rpy = rng.uniform(-0.5, 1.0, 3), np.array([math.pi, 0.0, rng.uniform(-math.pi, math.pi)])
+        step = rng.uniform(-MAX_DELTA_POS, MAX_DELTA_POS, 3)
+        yaw = rpy[2] + rng.uniform(-MAX_DELTA_ROT, MAX_DELTA_ROT)
+        delta = absolute_to_delta(np.array([*(pos + step), math.pi, 0.0, yaw, 1.0]), pos, rpy)
+        new_pos, new_rpy = apply_delta(pos, rpy, delta, MAX_DELTA_POS, MAX_DELTA_ROT)
+        assert np.allclose(new_pos, pos + step, atol=1e-5)
+        assert math.isclose(math.cos(new_rpy[2] - yaw), 1.0, abs_tol=1e-6)
+        assert delta[6] == 1.0 and delta[3] == delta[4] == 0.0
+
+
+def test_absolute_to_delta_clips_far_targets_and_takes_yaw_modulo_a_half_turn():
+    delta = absolute_to_delta(np.array([1.0, -1.0, 2.0, math.pi, 0.0, math.pi, -1.0]), np.zeros(3),
+                              np.array([math.pi, 0.0, 0.0]))
+    assert np.allclose(np.abs(delta[:3]), MAX_DELTA_POS) and delta[5] == pytest.approx(0.0, abs=1e-6)
+    # base x is world +y: a target ahead of the robot (world +y) is a positive base-frame x step
+    ahead = absolute_to_delta(np.array([0.0, 0.01, 0.0, math.pi, 0.0, 0.0, -1.0]), np.zeros(3), np.zeros(3))
+    assert ahead[0] == pytest.approx(0.01, abs=1e-6) and abs(ahead[1]) < 1e-6
+
+
+def test_to_base_frame_puts_the_base_at_the_origin_facing_world_y():
+    assert np.allclose(to_base_frame([0.0, -0.4, 0.78]), 0.0, atol=1e-6)
+    assert np.allclose(to_base_frame([0.1, -0.2, 0.88]), [0.2, -0.1, 0.1], atol=1e-6)
+
+
+def test_relabel_uses_a_phrase_that_singles_the_target_out():
+    mugs = instances("mug", "train")
+    target = mugs[0]
+    others = [m for m in mugs[1:] if m.colour != target.colour][:2]
+    info = {"personal_object": target.instance_id, "distractors": [o.instance_id for o in others]}
+    text = f"pick up the {target.colour} mug"
+    out = relabel(text, info, False, np.random.default_rng(0))
+    assert out.startswith("pick up the ") and out.endswith(" mug") and "my" not in out.split()
+    assert target.colour in out or target.pattern != "plain"
+
+
+def test_bad_config_is_one_config_error():
+    with pytest.raises(ConfigError, match="nope"):
+        VLABenchDemoConfig(tasks=("nope",))
+    with pytest.raises(ConfigError, match="episodes"):
+        VLABenchDemoConfig(episodes=0)
+
+
+@pytest.mark.slow
+def test_tiny_vlabench_training_is_deterministic_and_acts_through_the_suite(tmp_path):
+    from agents.episodic import run_episode
+    from launch.train_vla import run
+    from policies.vla.checkpoint import load_checkpoint
+    from sim_benchmarks import registry
+    from sim_benchmarks.suites.personalized_vlabench import SUITE, _make, _metrics
+
+    args = ["--suite", "personalized_vlabench", "--seed", "0", "--demos", "2", "--tasks", "select_my_in_box",
+            "--epochs", "2", "--width", "16", "--input-size", "64", "--aux-weight", "1", "--eval-episodes", "0"]
+    first = run(["--out", str(tmp_path / "a"), *args])
+    assert first["env"] == "personalized_vlabench:generic" and first["demos"]["frames"] > 20
+    second = run(["--out", str(tmp_path / "b"), "--demo-cache", str(tmp_path / "a" / "demos.npz"), *args])
+    assert second["weights_sha256"] == first["weights_sha256"]  # same seed, same data → same weights
+    bundle = load_checkpoint(tmp_path / "a" / "checkpoint")
+    assert bundle.config.state_dim == 6 and bundle.config.aux_dim == 2 and bundle.config.vision.input_size == 64
+    # the trained head acts through the suite's generic policy (SIMPLER deltas → absolute targets)
+    env = _make("select_my_pick", {"cameras": ("front",), "max_steps": 4, "references": False})
+    try:
+        ctx = registry.PolicyContext(suite=SUITE, task="select_my_pick", policy="generic", seed=0, env=env,
+                                     options={"vla_checkpoint": str(tmp_path / "a" / "checkpoint")})
+        policy = registry.policies()["generic"].factory(ctx)
+        assert policy.base.bundle.config == bundle.config
+        out = run_episode(env, policy, env_seed=3, policy_seed=0, episode_metrics=_metrics)
+        assert out.steps == 4 and set(out.metrics) >= {"success", "correct_object", "progress_score"}
+    finally:
+        env.close()
