@@ -318,7 +318,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         raise ConfigError(f"--tasks names no task; valid: {', '.join(known_tasks)}")
     for t in tasks:
         if t not in known_tasks:
-            raise ConfigError(f"unknown {args.suite} generic task {t!r}; valid: {', '.join(known_tasks)}")
+            raise ConfigError(f"unknown generic task {t!r} for {args.suite}; valid: {', '.join(known_tasks)}")
     if vlabench:
         for name, default in SIMPLER_ONLY.items():
             if getattr(args, name) != default:
