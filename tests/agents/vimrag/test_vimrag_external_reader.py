@@ -359,3 +359,4 @@ def test_bad_reader_options_exit_2_with_one_line_and_write_nothing(stack, tmp_pa
     assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert needle in lines[0], lines[0]
     assert snapshot(tmp_path) == before
+
