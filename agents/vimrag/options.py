@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import urllib.parse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from envs.config import Options, require
@@ -56,6 +58,15 @@ class VimragOptions(Options):
                 f"options reader_url/reader_model/reader_api_key_env need reader=openai, got reader={self.reader}")
         require(self.reader == "hf" or not self.reader_path,
                 f"option reader_path needs reader=hf, got reader={self.reader}")
+        if self.reader == "hf":  # cheap local check, so a wrong path fails before the corpus is loaded
+            require(Path(self.reader_path).expanduser().is_dir(),
+                    f"option reader_path {self.reader_path!r} is not a folder (expected a transformers "
+                    "vision-language model saved with save_pretrained, model and processor)")
+        if self.reader == "openai":
+            parsed = urllib.parse.urlparse(self.reader_url)
+            require(parsed.scheme in ("http", "https") and bool(parsed.netloc),
+                    f"option reader_url must be an http(s) URL such as http://localhost:8000/v1, got "
+                    f"{self.reader_url!r}")
         require(self.reader_patch_px > 0, f"option reader_patch_px must be positive, got {self.reader_patch_px}")
         require(self.reader_timeout_s > 0, f"option reader_timeout_s must be positive, got {self.reader_timeout_s}")
         require(self.reader_max_tokens > 0, f"option reader_max_tokens must be positive, got {self.reader_max_tokens}")
