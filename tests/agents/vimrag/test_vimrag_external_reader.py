@@ -55,9 +55,10 @@ def test_answer_choices_follow_the_question_wording() -> None:
 class FakeEndpoint:
     """A stdlib HTTP server answering like an OpenAI endpoint; records every chat request it gets."""
 
-    def __init__(self, reply: str = "The answer is Red.", delay_s: float = 0.0, status: int = 200) -> None:
+    def __init__(self, reply: str = "The answer is Red.", delay_s: float = 0.0, status: int = 200,
+                 fail_after: int | None = None) -> None:
         self.requests: list[dict] = []
-        self.reply, self.delay_s, self.status = reply, delay_s, status
+        self.reply, self.delay_s, self.status, self.fail_after = reply, delay_s, status, fail_after
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -82,6 +83,9 @@ class FakeEndpoint:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                if outer.fail_after is not None and len(outer.requests) > outer.fail_after:
+                    self._send(503, {"error": "down"})  # the endpoint went away mid-run
+                    return
                 if outer.status != 200:
                     self._send(outer.status, {"error": "boom"})
                     return
@@ -327,6 +331,29 @@ def test_harness_run_with_a_local_vlm_answers_every_question_once(stack, tiny_vl
                for r in records)
     config = json.loads((out / "config.json").read_text())
     assert config["policy_options"]["reader"] == "hf" and config["policy_options"]["reader_path"] == str(tiny_vlm)
+
+
+@pytest.mark.slow
+def test_an_endpoint_lost_mid_run_stops_the_run_and_resume_answers_the_rest_once(stack, tmp_path, capsys) -> None:
+    from launch import eval as eval_cli
+
+    _, _, _, folder = stack
+    out = tmp_path / "run"
+    with FakeEndpoint(reply="blue", fail_after=3) as ep:
+        argv = ["--env", "vimrag", "--env-option", f"corpus_dir={folder}", "--policy", "vimrag", "--episodes", "2",
+                "--workers", "1", "--policy-option", "reader=openai", "--policy-option", f"reader_url={ep.url}",
+                "--out", str(out)]
+        assert eval_cli.main(argv) == 2
+        assert "failed 3 times" in capsys.readouterr().err
+        first = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+        assert 0 < len(first) < 8  # the questions answered before the endpoint went down are kept
+        ep.fail_after = None  # back up
+        assert eval_cli.main([*argv, "--resume"]) == 0
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    keys = [(r["task"], r["episode"]) for r in records]
+    assert len(keys) == len(set(keys)) == 8 and records[: len(first)] == first
+    assert all(r["reader_requests"] == r["reader_calls"] >= 1 for r in records)
+    assert all(r["reader_prompt_tokens"] == 123 * r["reader_requests"] for r in records)  # the server's own count
 
 
 @pytest.mark.slow
