@@ -201,23 +201,14 @@ def save_tiny_llava(folder: Path, seed: int = 0) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    """A tiny corpus with its encodings, a 5-step reader and an untrained planner saved where the suite looks."""
+def stack(tiny_stack):
+    """The shared tiny corpus (tests/agents/vimrag/conftest.py) plus an untrained planner where the suite looks."""
     from agents.vimrag.planner import LearnedPlanner, PolicyNet
-    from envs.rag.corpus import generate_corpus, save_corpus
-    from policies.vimrag.knowledge_base import load_knowledge_base
-    from policies.vimrag.reader import VisualReader, reader_path, train_reader
-    from policies.vimrag.tools import RetrievalTools
 
-    folder = tmp_path_factory.mktemp("corpus")
-    save_corpus(generate_corpus(seed=3, n_runs=10, n_calibration=2, n_stock=2), folder)
-    kb = load_knowledge_base(folder=folder)
-    net = train_reader(kb, seed=0, steps=5, batch=8)
-    torch.save(net.state_dict(), reader_path(folder, 0))  # so the suite's stack loads it instead of training
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        LearnedPlanner(PolicyNet()).save(folder / "planner_ggpo_seed0.pt")
-    return kb, RetrievalTools(kb), VisualReader(kb, net), folder
+        LearnedPlanner(PolicyNet()).save(tiny_stack[3] / "planner_ggpo_seed0.pt")
+    return tiny_stack
 
 
 @pytest.fixture(scope="module")
