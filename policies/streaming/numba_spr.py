@@ -129,8 +129,11 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
     # -- transition model rolled with the actions taken (patches kept for the reverse pass) -----------------
     xp1 = np.zeros((n_in1, hp, wpd), f32)  # zero-padded input: latent channels, then the action planes
     xp2 = np.zeros((lat_c, hp, wpd), f32)
-    cols1 = np.empty((n_steps, n_in1 * tk * tk, len_t), f32)
-    cols2 = np.empty((n_steps, lat_c * tk * tk, len_t), f32)
+    cols1 = np.empty((n_in1 * tk * tk, len_t), f32)
+    cols2 = np.empty((lat_c * tk * tk, len_t), f32)
+    # every step's patches side by side, (C·k·k, K, L): the weight gradients of all K steps are then one GEMM each
+    cols1_all = np.empty((n_in1 * tk * tk, n_steps, len_t), f32)
+    cols2_all = np.empty((lat_c * tk * tk, n_steps, len_t), f32)
     wide_t = np.empty((lat_c, len_t), f32)
     y1 = np.empty((n_steps, n_lat), f32)
     a1 = np.empty((n_steps, n_lat), f32)
@@ -141,13 +144,15 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
         _pad_into(z[s], lat_c, lat_h, lat_w, pad, xp1)
         xp1[lat_c:] = 0.0
         xp1[lat_c + actions[s], pad:pad + lat_h, pad:pad + lat_w] = 1.0  # the action's one-hot plane
-        _im2col_wide(xp1.reshape(n_in1 * hp * wpd), n_in1, hp, wpd, tk, 1, cols1[s])
-        np.dot(w1, cols1[s], wide_t)
+        _im2col_wide(xp1.reshape(n_in1 * hp * wpd), n_in1, hp, wpd, tk, 1, cols1)
+        cols1_all[:, s, :] = cols1
+        np.dot(w1, cols1, wide_t)
         _from_wide(wide_t, b1, lat_h, lat_w, wpd, v)
         r1[s] = layer_norm_lrelu(v, y1[s], a1[s], slope, eps)
         _pad_into(a1[s], lat_c, lat_h, lat_w, pad, xp2)
-        _im2col_wide(xp2.reshape(lat_c * hp * wpd), lat_c, hp, wpd, tk, 1, cols2[s])
-        np.dot(w2, cols2[s], wide_t)
+        _im2col_wide(xp2.reshape(lat_c * hp * wpd), lat_c, hp, wpd, tk, 1, cols2)
+        cols2_all[:, s, :] = cols2
+        np.dot(w2, cols2, wide_t)
         _from_wide(wide_t, b2, lat_h, lat_w, wpd, v)
         r2[s] = layer_norm_lrelu(v, y2[s], z[s + 1], slope, eps)
     # -- projection + predictor on all K rolled latents at once; the EMA targets of o_1..o_K -----------------
@@ -207,15 +212,13 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
     dz = np.empty((n_steps + 1, n_lat), f32)
     dz[0] = 0.0
     np.dot(dap, wp, dz[1:])
-    for g in (gw1, gw2):
-        g[:] = 0.0
     for g in (gb1, gb2):
         g[:] = 0.0
     dwide = np.empty((lat_c, len_t), f32)
+    dwide1_all = np.empty((lat_c, n_steps, len_t), f32)  # the cotangents of every step, as cols*_all
+    dwide2_all = np.empty((lat_c, n_steps, len_t), f32)
     dcols1 = np.empty((n_in1 * tk * tk, len_t), f32)
     dcols2 = np.empty((lat_c * tk * tk, len_t), f32)
-    gw1_s = np.empty_like(gw1)
-    gw2_s = np.empty_like(gw2)
     dxp1 = np.empty(n_in1 * hp * wpd, f32)
     dxp2 = np.empty(lat_c * hp * wpd, f32)
     d = np.empty(n_lat, f32)
@@ -225,8 +228,7 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
         _to_wide(d, lat_h, lat_w, wpd, dwide)
         for o in range(lat_c):
             gb2[o] += dwide[o].sum()
-        np.dot(dwide, cols2[s].T, gw2_s)
-        gw2 += gw2_s
+        dwide2_all[:, s, :] = dwide
         np.dot(w2.T, dwide, dcols2)
         dxp2[:] = 0.0
         _col2im_wide_add(dcols2, lat_c, hp, wpd, tk, 1, dxp2)
@@ -236,12 +238,14 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
         _to_wide(d, lat_h, lat_w, wpd, dwide)
         for o in range(lat_c):
             gb1[o] += dwide[o].sum()
-        np.dot(dwide, cols1[s].T, gw1_s)
-        gw1 += gw1_s
+        dwide1_all[:, s, :] = dwide
         np.dot(w1.T, dwide, dcols1)
         dxp1[:] = 0.0
         _col2im_wide_add(dcols1, n_in1, hp, wpd, tk, 1, dxp1)
         _unpad_add(dxp1.reshape(n_in1, hp, wpd), lat_c, lat_h, lat_w, pad, dz[s])  # action planes: no gradient
+    n_cols = n_steps * len_t
+    np.dot(dwide1_all.reshape(lat_c, n_cols), cols1_all.reshape(cols1_all.shape[0], n_cols).T, gw1)
+    np.dot(dwide2_all.reshape(lat_c, n_cols), cols2_all.reshape(cols2_all.shape[0], n_cols).T, gw2)
     d[:] = dz[0]
     lrelu_ln_backward(d, ye, re, slope)
     _to_wide(d, lat_h, lat_w, in_w, wide_e)
