@@ -18,67 +18,14 @@ import numpy as np
 from torch import nn
 
 from policies.streaming.kernels import FASTMATH
-from policies.streaming.numba_net import layer_norm_lrelu, lrelu_ln_backward
-
-
-@numba.njit(cache=True)
-def _im2col_wide(x, n_in, in_h, in_w, k, stride, cols):
-    # Patches of x (C·Hp·Wp, flat) for an unpadded stride-s convolution, laid out "wide": cols[(c·k+i)·k+j, t] with
-    # output (p, q) at t = p·Wp + q, so each patch row is one run of the input (contiguous for stride 1) and the
-    # convolution is one GEMM W·cols. Columns q ≥ W of each output row are junk: never read, and their
-    # cotangents are kept zero. cols: (C·k·k, (H−1)·Wp + W).
-    # Loops index views by the range variable: numba wraps a computed index (base + t) around if negative, and
-    # that per-element check makes a copy loop ~5× slower.
-    length = cols.shape[1]
-    for c in range(n_in):
-        for i in range(k):
-            for j in range(k):
-                row = cols[(c * k + i) * k + j]
-                xs = x[(c * in_h + i) * in_w + j:]
-                if stride == 1:  # a plain copy loop, which LLVM vectorises
-                    for t in range(length):
-                        row[t] = xs[t]
-                else:
-                    for t in range(length):
-                        row[t] = xs[stride * t]
-
-
-@numba.njit(cache=True)
-def _col2im_wide_add(dcols, n_in, in_h, in_w, k, stride, dx):  # the adjoint of _im2col_wide: dx (flat) += patches
-    length = dcols.shape[1]
-    for c in range(n_in):
-        for i in range(k):
-            for j in range(k):
-                row = dcols[(c * k + i) * k + j]
-                dxs = dx[(c * in_h + i) * in_w + j:]
-                if stride == 1:
-                    for t in range(length):
-                        dxs[t] += row[t]
-                else:
-                    for t in range(length):
-                        dxs[stride * t] += row[t]
-
-
-@numba.njit(cache=True)
-def _from_wide(wide, bias, height, width, in_w, out):  # out[o·H·W + p·W + q] = wide[o, p·Wp + q] + bias[o]
-    for o in range(wide.shape[0]):
-        b = bias[o]
-        for p in range(height):
-            src = wide[o, p * in_w:]
-            dst = out[(o * height + p) * width:]
-            for q in range(width):
-                dst[q] = src[q] + b
-
-
-@numba.njit(cache=True)
-def _to_wide(v, height, width, in_w, wide):  # the inverse of _from_wide (no bias); junk columns zeroed
-    wide[:] = 0.0
-    for o in range(wide.shape[0]):
-        for p in range(height):
-            src = v[(o * height + p) * width:]
-            dst = wide[o, p * in_w:]
-            for q in range(width):
-                dst[q] = src[q]
+from policies.streaming.numba_net import (
+    col2im_wide_add,
+    from_wide,
+    im2col_wide,
+    layer_norm_lrelu,
+    lrelu_ln_backward,
+    to_wide,
+)
 
 
 @numba.njit(cache=True)
@@ -122,9 +69,9 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
     v = np.empty(n_lat, f32)
     ye = np.empty(n_lat, f32)
     z = np.empty((n_steps + 1, n_lat), f32)
-    _im2col_wide(obs_flat[0], in_c, in_h, in_w, enc_k, enc_stride, cols_e)
+    im2col_wide(obs_flat[0], in_c, in_h, in_w, enc_k, enc_stride, cols_e)
     np.dot(we, cols_e, wide_e)
-    _from_wide(wide_e, be, lat_h, lat_w, in_w, v)
+    from_wide(wide_e, be, lat_h, lat_w, in_w, v)
     re = layer_norm_lrelu(v, ye, z[0], slope, eps)
     # -- transition model rolled with the actions taken (patches kept for the reverse pass) -----------------
     xp1 = np.zeros((n_in1, hp, wpd), f32)  # zero-padded input: latent channels, then the action planes
@@ -144,16 +91,16 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
         _pad_into(z[s], lat_c, lat_h, lat_w, pad, xp1)
         xp1[lat_c:] = 0.0
         xp1[lat_c + actions[s], pad:pad + lat_h, pad:pad + lat_w] = 1.0  # the action's one-hot plane
-        _im2col_wide(xp1.reshape(n_in1 * hp * wpd), n_in1, hp, wpd, tk, 1, cols1)
+        im2col_wide(xp1.reshape(n_in1 * hp * wpd), n_in1, hp, wpd, tk, 1, cols1)
         cols1_all[:, s, :] = cols1
         np.dot(w1, cols1, wide_t)
-        _from_wide(wide_t, b1, lat_h, lat_w, wpd, v)
+        from_wide(wide_t, b1, lat_h, lat_w, wpd, v)
         r1[s] = layer_norm_lrelu(v, y1[s], a1[s], slope, eps)
         _pad_into(a1[s], lat_c, lat_h, lat_w, pad, xp2)
-        _im2col_wide(xp2.reshape(lat_c * hp * wpd), lat_c, hp, wpd, tk, 1, cols2)
+        im2col_wide(xp2.reshape(lat_c * hp * wpd), lat_c, hp, wpd, tk, 1, cols2)
         cols2_all[:, s, :] = cols2
         np.dot(w2, cols2, wide_t)
-        _from_wide(wide_t, b2, lat_h, lat_w, wpd, v)
+        from_wide(wide_t, b2, lat_h, lat_w, wpd, v)
         r2[s] = layer_norm_lrelu(v, y2[s], z[s + 1], slope, eps)
     # -- projection + predictor on all K rolled latents at once; the EMA targets of o_1..o_K -----------------
     hid = np.empty((n_steps, dim), f32)
@@ -171,9 +118,9 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
     tz = np.empty((n_steps, n_lat), f32)
     ty = np.empty(n_lat, f32)
     for s in range(n_steps):
-        _im2col_wide(obs_flat[s + 1], in_c, in_h, in_w, enc_k, enc_stride, cols_e)
+        im2col_wide(obs_flat[s + 1], in_c, in_h, in_w, enc_k, enc_stride, cols_e)
         np.dot(twe, cols_e, wide_e)
-        _from_wide(wide_e, tbe, lat_h, lat_w, in_w, v)
+        from_wide(wide_e, tbe, lat_h, lat_w, in_w, v)
         layer_norm_lrelu(v, ty, tz[s], slope, eps)
     np.dot(tz, twp.T, hid)
     tgt = np.empty((n_steps, dim), f32)
@@ -225,33 +172,33 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
     for s in range(n_steps - 1, -1, -1):  # dz[s+1] is complete: its projection and transition s+1 are done
         d[:] = dz[s + 1]
         lrelu_ln_backward(d, y2[s], r2[s], slope)
-        _to_wide(d, lat_h, lat_w, wpd, dwide)
+        to_wide(d, lat_h, lat_w, wpd, dwide)
         for o in range(lat_c):
             gb2[o] += dwide[o].sum()
         dwide2_all[:, s, :] = dwide
         np.dot(w2.T, dwide, dcols2)
         dxp2[:] = 0.0
-        _col2im_wide_add(dcols2, lat_c, hp, wpd, tk, 1, dxp2)
+        col2im_wide_add(dcols2, lat_c, hp, wpd, tk, 1, dxp2)
         d[:] = 0.0
         _unpad_add(dxp2.reshape(lat_c, hp, wpd), lat_c, lat_h, lat_w, pad, d)
         lrelu_ln_backward(d, y1[s], r1[s], slope)
-        _to_wide(d, lat_h, lat_w, wpd, dwide)
+        to_wide(d, lat_h, lat_w, wpd, dwide)
         for o in range(lat_c):
             gb1[o] += dwide[o].sum()
         dwide1_all[:, s, :] = dwide
         np.dot(w1.T, dwide, dcols1)
         dxp1[:] = 0.0
-        _col2im_wide_add(dcols1, n_in1, hp, wpd, tk, 1, dxp1)
+        col2im_wide_add(dcols1, n_in1, hp, wpd, tk, 1, dxp1)
         _unpad_add(dxp1.reshape(n_in1, hp, wpd), lat_c, lat_h, lat_w, pad, dz[s])  # action planes: no gradient
     n_cols = n_steps * len_t
     np.dot(dwide1_all.reshape(lat_c, n_cols), cols1_all.reshape(cols1_all.shape[0], n_cols).T, gw1)
     np.dot(dwide2_all.reshape(lat_c, n_cols), cols2_all.reshape(cols2_all.shape[0], n_cols).T, gw2)
     d[:] = dz[0]
     lrelu_ln_backward(d, ye, re, slope)
-    _to_wide(d, lat_h, lat_w, in_w, wide_e)
+    to_wide(d, lat_h, lat_w, in_w, wide_e)
     for o in range(lat_c):
         gbe[o] = wide_e[o].sum()
-    _im2col_wide(obs_flat[0], in_c, in_h, in_w, enc_k, enc_stride, cols_e)  # o_0's patches (reused for targets)
+    im2col_wide(obs_flat[0], in_c, in_h, in_w, enc_k, enc_stride, cols_e)  # o_0's patches (reused for targets)
     np.dot(wide_e, cols_e.T, gwe)
     return loss
 
