@@ -3,10 +3,11 @@
 On MinAtar's 10×10 boards a whole Stream Q step is ~0.6 M multiply-adds, so the torch path (even the fused one in
 ``networks.py``) is bound by ~40 op dispatches per step, not arithmetic. Here the forward of a small batch and the
 parameter gradient of one row are each a single compiled call over the network's own weights (numpy views of the
-flat parameter buffer, so ObGD's in-place updates are seen without copies).
+flat parameter buffer, so ObGD's in-place updates are seen without copies). The convolution and the hidden layer
+are BLAS GEMMs (``np.dot`` inside numba: scipy's OpenBLAS) over "wide" patches (see :func:`im2col_wide`).
 
 Results match the torch path to float32 rounding, not bit for bit (different summation order); like the torch
-path they are deterministic for a given machine and build.
+path they are deterministic for a given machine, build and BLAS thread count.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ with the K actions taken, projection + predictor map each ẑ_k to a prediction,
 target_k) is taken against the EMA target encoder + projection of o_1..o_K. On MinAtar's 8×8 latent the torch
 autograd version spends ~3 ms per update on ~60 op dispatches and the graph; here the whole forward and reverse
 pass (~8 M multiply-adds) is one call over numpy views of the modules' weights (ObGD's and the EMA's in-place
-updates show through).
+updates show through). Convolutions and linear layers are BLAS GEMMs over wide patches (``numba_net.im2col_wide``),
+the projection/predictor/target layers batched over the K steps.
 
 Results match autograd to float32 rounding, not bit for bit (different summation order); deterministic for a
-given machine and build.
+given machine, build and BLAS thread count.
 """
 
 from __future__ import annotations
