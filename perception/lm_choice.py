@@ -2,8 +2,9 @@
 
 A chat prompt is encoded once; each decision scores every offered continuation of the current text by its mean
 token log-probability (so multi-token options are not penalised for their length) and the caller appends the one it
-takes, which extends the KV cache by just those tokens. Options are scored one after another from the shared cache,
-which is cropped back after each, so nothing is copied and a long decoding stays linear in its length.
+takes, which extends the KV cache by just those tokens. All options of a decision share one forward pass over the
+cached text (a tree attention mask keeps them apart) and the cache is cropped back after it, so nothing is copied
+and a long decoding costs one small forward per decision.
 
 Used by VimRAG's planner (one decision per step) and by ToolPro's program constructor (a whole program, one grammar
 decision at a time). Any ``transformers`` causal LM works; the project's is the offline SmolLM2-135M
@@ -70,22 +71,44 @@ class LMChooser:
             self.tokens += len(ids)
 
     def scores(self, options: Sequence[str]) -> list[float]:
-        """Mean log-probability of each option as the continuation of the current text."""
+        """Mean log-probability of each option as the continuation of the current text.
+
+        All options are scored in one forward pass: their tokens (each but its last) are laid end to end after the
+        cached text, with position ids restarting at the text's end for every option and an attention mask that
+        lets each option see the text and its own earlier tokens only, so each is scored exactly as if alone.
+        """
         if self._last is None:
             raise RuntimeError("LMChooser.start must be called before scoring")
-        out = []
-        for text in options:
-            ids = self.encode(text)
+        encoded = [self.encode(text) for text in options]
+        feed = [t for ids in encoded for t in ids[:-1]]
+        more = None
+        if feed:
+            past, n = self._cache.get_seq_length(), len(feed)
+            position = torch.empty(n, dtype=torch.long)
+            visible = torch.zeros(n, past + n, dtype=torch.bool)
+            visible[:, :past] = True
+            at = 0
+            for ids in encoded:
+                k = len(ids) - 1
+                position[at:at + k] = past + torch.arange(k)
+                visible[at:at + k, past + at:past + at + k] = torch.ones(k, k, dtype=torch.bool).tril()
+                at += k
+            dtype = next(self.model.parameters()).dtype
+            mask = torch.zeros(1, 1, n, past + n, dtype=dtype).masked_fill(~visible, torch.finfo(dtype).min)
+            with torch.no_grad():
+                out = self.model(input_ids=torch.tensor([feed]), position_ids=position[None], attention_mask=mask,
+                                 use_cache=True, **{self._cache_kw: self._cache})
+            more = out.logits[0].float().log_softmax(-1)
+            # Back to the shared text; a negative count means "remove that many" in both transformers 4 and 5.
+            self._cache.crop(-n)
+        out_scores, at = [], 0
+        for ids in encoded:
             logp = [self._last[ids[0]]]
-            if len(ids) > 1:
-                more = self._forward(ids[:-1])
-                # Back to the shared prefix for the next option; a negative count means "remove that many" in both
-                # transformers 4 and 5 (5 refuses the old absolute length).
-                self._cache.crop(-(len(ids) - 1))
-                logp += [more[i, ids[i + 1]] for i in range(len(ids) - 1)]
+            logp += [more[at + i, ids[i + 1]] for i in range(len(ids) - 1)] if more is not None else []
+            at += len(ids) - 1
             self.scored += len(ids)
-            out.append(float(torch.stack(logp).mean()))
-        return out
+            out_scores.append(float(torch.stack(logp).mean()))
+        return out_scores
 
     def choose(self, options: Sequence[str]) -> int:
         """Index of the best-scoring option (the first on ties); a single option is taken without scoring."""
