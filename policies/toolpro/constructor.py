@@ -236,6 +236,7 @@ class ProgramConstructor:
         self.snapshot: dict[str, Any] | None = None  # inside a parallel: the scope before the fan-out
         self.joined: dict[str, Any] = {}  # inside a parallel: what its branches bind (visible after the join)
         self.closed = ""  # the keyword that closed the last block
+        self.block_calls: list[tuple[str, str]] = []  # (tool, arguments) of the calls in the current block
         # id(schema) -> (schema, its literal values); the schema is held so its id cannot be reused
         self.literal_cache: dict[int, tuple[Mapping[str, Any], list[Value]]] = {}
         system = f"You write a program for the {service} service that does the user's task.\nTools:\n" + \
@@ -320,9 +321,19 @@ class ProgramConstructor:
         ind, outer = "  " * depth, "  " * max(depth - 1, 0)
         closers = {"top": ["\nend"], "then": [f"\n{outer}else", f"\n{outer}end"], "try": [f"\n{outer}compensate"]}
         body: list[J] = []
+        saved_calls, self.block_calls = self.block_calls, []
+        try:
+            return self._statements(block, depth, loops, mult, body, closers, ind, outer)
+        finally:
+            self.block_calls = saved_calls
+
+    def _statements(self, block: str, depth: int, loops: tuple[tuple[str, J], ...], mult: int, body: list[J],
+                    closers: dict[str, list[str]], ind: str, outer: str) -> list[J]:
         while True:
             options: list[tuple[str, str]] = []
-            room = self.statements < self.config.max_statements
+            # Nothing after a return or fail in the same block: it could never run.
+            room = self.statements < self.config.max_statements and not (body and ("return" in body[-1]
+                                                                                   or "fail" in body[-1]))
             deeper = room and depth + 1 < self.config.max_depth
             if room and block == "parallel":
                 options += [(f"\n{ind}r{self.results + 1} = {t}(", "call:" + t)
@@ -406,18 +417,22 @@ class ProgramConstructor:
         props = {k: v for k, v in schema.get("properties", {}).items() if k != KEY_FIELD}
         required = [a for a in schema.get("required", []) if a != KEY_FIELD]
         args: dict[str, J] = {}
-        for a in required:
+        for n, a in enumerate(required):
             self._emit(("" if not args else ", ") + f"{a}=")
-            vals = self.candidates(props[a], scope)
+            vals = self._fresh(tool, args, a, self.candidates(props[a], scope), props, scope, n == len(required) - 1)
             args[a] = vals[self._pick([v.text for v in vals])].expr
         while True:
             optional = [a for a in props if a not in args and self.candidates(props[a], scope)]
-            options = [("" if not args else ", ") + f"{a}=" for a in optional] + [")"]
+            options = [("" if not args else ", ") + f"{a}=" for a in optional]
+            if not optional or self._signature(tool, args) not in self.block_calls:
+                options.append(")")
             i = self._pick(options)
-            if i == len(optional):
+            if options[i] == ")":
                 break
-            vals = self.candidates(props[optional[i]], scope)
+            vals = self._fresh(tool, args, optional[i], self.candidates(props[optional[i]], scope), props, scope,
+                               True)
             args[optional[i]] = vals[self._pick([v.text for v in vals])].expr
+        self.block_calls.append(self._signature(tool, args))
         self.call_bound += self.config.retry_attempts * mult
         self.results += 1
         bind = f"r{self.results}"
@@ -432,6 +447,21 @@ class ProgramConstructor:
         else:  # a parallel branch: visible after the join, not to its siblings
             self.joined[bind] = decl.get("output_schema")
         return {"retry": stmt, "attempts": self.config.retry_attempts, "backoff_ms": self.config.backoff_ms}
+
+    @staticmethod
+    def _signature(tool: str, args: Mapping[str, J]) -> tuple[str, str]:
+        return tool, json.dumps(args, sort_keys=True)
+
+    def _fresh(self, tool: str, args: Mapping[str, J], name: str, vals: list[Value], props: Mapping[str, Any],
+               scope: Mapping[str, Any] | None, complete: bool) -> list[Value]:
+        """``vals`` without those that would make this call repeat an earlier call of the block exactly (a read
+        would return the same, a write would only replay its journal entry) when nothing else could follow to
+        make it differ; all of them when every one would."""
+        others = [a for a in props if a not in args and a != name and self.candidates(props[a], scope)]
+        if not complete or others:
+            return vals
+        fresh = [v for v in vals if self._signature(tool, {**args, name: v.expr}) not in self.block_calls]
+        return fresh or vals
 
     def _subjects(self, local: Mapping[str, Any] | None, only_local: bool = False) -> list[Value]:
         """What a condition may test: variables and fields in scope (with ``local``), not the task's lists."""
