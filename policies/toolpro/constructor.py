@@ -310,9 +310,19 @@ class ProgramConstructor:
                 continue
             schema = t["input_schema"]
             props = schema.get("properties", {})
-            if all(self.candidates(props[a], scope) for a in schema.get("required", []) if a != KEY_FIELD):
+            counts = [len(self.candidates(props[a], scope)) for a in schema.get("required", []) if a != KEY_FIELD]
+            if all(counts) and not self._exhausted(name, counts, props, scope):
                 out.append(name)
         return out
+
+    def _exhausted(self, tool: str, counts: list[int], props: Mapping[str, Any], scope: Mapping[str, Any] | None
+                   ) -> bool:
+        """True when the block already made as many distinct calls of ``tool`` as its argument values allow
+        (no optional argument left to vary), so any further call would repeat one."""
+        required = set(self.tools[tool]["input_schema"].get("required", []))
+        if any(a not in required and self.candidates(props[a], scope) for a in props if a != KEY_FIELD):
+            return False
+        return sum(t == tool for t, _ in self.block_calls) >= int(np.prod(counts))
 
     # --------------------------------------------------------------------------------------------- statements
     def _block(self, block: str, depth: int, loops: tuple[tuple[str, J], ...], mult: int) -> list[J]:
@@ -419,18 +429,25 @@ class ProgramConstructor:
         args: dict[str, J] = {}
         for n, a in enumerate(required):
             self._emit(("" if not args else ", ") + f"{a}=")
-            vals = self._fresh(tool, args, a, self.candidates(props[a], scope), props, scope, n == len(required) - 1)
+            vals = self.candidates(props[a], scope)
+            vals = self._fresh(tool, args, a, vals, props, scope, required[n + 1:]) or vals  # all repeat: any
             args[a] = vals[self._pick([v.text for v in vals])].expr
         while True:
             optional = [a for a in props if a not in args and self.candidates(props[a], scope)]
+            fresh = {a: self._fresh(tool, args, a, self.candidates(props[a], scope), props, scope, [])
+                     for a in optional}
+            done = self._signature(tool, args) not in self.block_calls
+            if done or any(fresh.values()):  # else every way on repeats an earlier call: allow any
+                optional = [a for a in optional if fresh[a]]
+            else:
+                fresh = {a: self.candidates(props[a], scope) for a in optional}
             options = [("" if not args else ", ") + f"{a}=" for a in optional]
-            if not optional or self._signature(tool, args) not in self.block_calls:
+            if done or not optional:
                 options.append(")")
             i = self._pick(options)
             if options[i] == ")":
                 break
-            vals = self._fresh(tool, args, optional[i], self.candidates(props[optional[i]], scope), props, scope,
-                               True)
+            vals = fresh[optional[i]]
             args[optional[i]] = vals[self._pick([v.text for v in vals])].expr
         self.block_calls.append(self._signature(tool, args))
         self.call_bound += self.config.retry_attempts * mult
@@ -453,15 +470,25 @@ class ProgramConstructor:
         return tool, json.dumps(args, sort_keys=True)
 
     def _fresh(self, tool: str, args: Mapping[str, J], name: str, vals: list[Value], props: Mapping[str, Any],
-               scope: Mapping[str, Any] | None, complete: bool) -> list[Value]:
-        """``vals`` without those that would make this call repeat an earlier call of the block exactly (a read
-        would return the same, a write would only replay its journal entry) when nothing else could follow to
-        make it differ; all of them when every one would."""
-        others = [a for a in props if a not in args and a != name and self.candidates(props[a], scope)]
-        if not complete or others:
-            return vals
-        fresh = [v for v in vals if self._signature(tool, {**args, name: v.expr}) not in self.block_calls]
-        return fresh or vals
+               scope: Mapping[str, Any] | None, rest: list[str]) -> list[Value]:
+        """``vals`` without those after which every way to finish the call (the required arguments ``rest`` still
+        to choose, any subset of the optional ones not given yet) repeats an earlier call of the block exactly: a
+        read would return the same, a write would only replay its journal entry (possibly none).
+        """
+        required = set(self.tools[tool]["input_schema"].get("required", []))
+        optional = [a for a in props if a not in required and a not in args and a != name]
+        counts = [len(self.candidates(props[a], scope)) for a in rest]
+        counts += [1 + len(self.candidates(props[a], scope)) for a in optional]
+        ways = int(np.prod(counts))
+        earlier = [json.loads(a) for t, a in self.block_calls if t == tool]
+        fresh = []
+        for v in vals:
+            fixed = {**args, name: v.expr}
+            open_keys = set(fixed) | set(rest) | set(optional)
+            same = sum(set(e) <= open_keys and all(e.get(k) == x for k, x in fixed.items()) for e in earlier)
+            if same < ways:
+                fresh.append(v)
+        return fresh
 
     def _subjects(self, local: Mapping[str, Any] | None, only_local: bool = False) -> list[Value]:
         """What a condition may test: variables and fields in scope (with ``local``), not the task's lists."""

@@ -65,6 +65,10 @@ def test_random_and_extreme_choices_always_give_checked_programs():
                                                           decls(task.service))
             report = check(parse_program(built.program), decls(task.service), task.service)
             assert report.call_bound <= 10_000 and built.text.rstrip().endswith("end")
+            # no call in the top block repeats an earlier one exactly (result names aside)
+            calls = [json.dumps({**s["retry"], "bind": None}, sort_keys=True) for s in built.program["body"]["seq"]
+                     if "retry" in s]
+            assert len(calls) == len(set(calls)), built.text
 
 
 def test_tiny_random_llama_never_yields_a_program_the_checker_rejects():
