@@ -85,20 +85,19 @@ def build_agent(mode: Mode = "auto", chooser: Chooser | None = None, cache: dict
 
     def construct(state: AgentState) -> AgentState:
         client = connection.site(state["obs"]).client
-        task = state["task"]
+        task, decls = state["task"], declarations(client.tools)
         t0 = time.perf_counter()
         if chooser is None:
             source = plan(task)
         elif cache is not None and task.name in cache:
             source = cache[task.name]
         else:
-            tools = {n: {**declarations(client.tools)[n], "description": client.tools[n].get("description", "")}
-                     for n in declarations(client.tools)}
+            tools = {n: {**d, "description": client.tools[n].get("description", "")} for n, d in decls.items()}
             source = ProgramConstructor(chooser).construct(task.instruction, task.params, task.service, tools).program
             if cache is not None:
                 cache[task.name] = source
         program = parse_program(source)
-        return {"program": program, "report": check(program, declarations(client.tools), task.service),
+        return {"program": program, "report": check(program, decls, task.service),
                 "construct_s": time.perf_counter() - t0}
 
     def choose(state: AgentState) -> AgentState:

@@ -60,7 +60,7 @@ class Extreme:
 
 def test_random_and_extreme_choices_always_give_checked_programs():
     for task in TASKS.values():
-        for chooser in (RandomChooser(0), RandomChooser(1), Extreme(False), Extreme(True)):
+        for chooser in (RandomChooser(0), Extreme(False), Extreme(True)):
             built = ProgramConstructor(chooser).construct(task.instruction, task.params, task.service,
                                                           decls(task.service))
             report = check(parse_program(built.program), decls(task.service), task.service)
@@ -71,6 +71,7 @@ def test_random_and_extreme_choices_always_give_checked_programs():
             assert len(calls) == len(set(calls)), built.text
 
 
+@pytest.mark.slow
 def test_tiny_random_llama_never_yields_a_program_the_checker_rejects():
     tok = ByteTokenizer()
     for seed, name in enumerate(["cheapest_flight_AMS_BER", "basket_3", "triage_tech_high_5"]):
