@@ -18,6 +18,7 @@ from policies.base import policy_seed_rng
 STEP = 0.05  # metres per control step toward the current waypoint
 HOVER = 0.10  # approach height above the grasp point
 TABLE_CLEARANCE = 0.012  # lowest TCP height above the table (the fingertips reach a little below the TCP)
+SHELF_MARGIN = 0.08  # how far the held object's bottom is lifted above the shelf's panels
 
 
 def _half_turn(angle: float) -> float:
@@ -25,7 +26,7 @@ def _half_turn(angle: float) -> float:
 
 
 class VLABenchExpert:
-    """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat)."""
+    """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat | withdraw)."""
 
     def __init__(self, env: Any, seed: int = 0, noise_std: float = 0.0) -> None:
         self.env = env.unwrapped
@@ -46,7 +47,7 @@ class VLABenchExpert:
         if target["category"] == "box":  # the narrower pair of faces when the box is deep; else either pair
             across = yaw + math.pi / 2 if target["depth"] >= 1.0 else yaw
             return _half_turn(across)
-        if target["category"] == "mug":  # fingers close along the body's y axis: the handle stays clear
+        if target["category"] in ("mug", "book"):  # along the body's y axis: clear of the handle, across the book
             return _half_turn(yaw)
         return 0.0
 
@@ -74,7 +75,15 @@ class VLABenchExpert:
             self.counter += 1
             if self.counter >= 4:
                 self.phase, self.offset = "lift", float(tcp[2] - base_z)
-        if self.phase == "lift":
+        if self.phase == "lift" and ps["goal"] == "from_shelf":
+            # Up until the object's bottom clears the shelf's panels, then out toward the robot.
+            closed, fx = True, ps["fixture"]
+            top = TABLE_Z + fx["board"] + fx["rim"]
+            lift_z = top + SHELF_MARGIN + self.offset
+            goal = np.array([tcp[0], tcp[1], lift_z])
+            if tcp[2] > lift_z - 0.015:
+                self.phase = "withdraw"
+        elif self.phase == "lift":
             closed = True
             tallest = max(o["height"] for o in ps["objects"])
             lift_z = float(t["start"][2]) + self.offset + (0.14 if ps["goal"] == "pick" else max(0.12, tallest + 0.06))
@@ -93,6 +102,9 @@ class VLABenchExpert:
                 goal = np.array([spot[0], spot[1], TABLE_Z + floor + self.offset + 0.01])
                 if abs(tcp[2] - goal[2]) < 0.01:
                     self.phase, self.counter = "release", 0
+        if self.phase == "withdraw":
+            closed, fx = True, ps["fixture"]
+            goal = np.array([tcp[0], float(fx["xy"][1]) - fx["depth"] - 0.12, tcp[2]])
         if self.phase == "release":
             self.counter += 1
             goal = tcp + np.array([0.0, 0.0, 0.0 if self.counter < 4 else 0.05])

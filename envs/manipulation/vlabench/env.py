@@ -25,14 +25,16 @@ from gymnasium import spaces
 
 from envs.config import Options, require
 from envs.errors import choice_error
-from envs.manipulation.objects import CATEGORIES, ObjectInstance, instance_mesh_path, instances, make_texture
+from envs.manipulation.objects import ObjectInstance, instance_mesh_path
 from envs.manipulation.personal import PersonalObject, render_references
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT, texture_file
 from envs.manipulation.vlabench.appearance import novel_instance, novel_texture, room_look
+from envs.manipulation.vlabench.books import instances_of, texture_of, x_extent
 from envs.manipulation.vlabench.scene import (
     BASE_POS,
     BASE_YAW,
     CAMERAS,
+    SHELF_THICKNESS,
     TABLE_Z,
     WORKSPACE_HIGH,
     WORKSPACE_LOW,
@@ -52,6 +54,11 @@ MOVED = 0.05  # metres a distractor may be pushed before it counts as the wrong 
 INTENTION_RADIUS = 0.10  # VLABench's intention score: the TCP came this close to the target
 BOX_HALF, PLATE_RADIUS = 0.085, 0.085
 SPAWN_LOW, SPAWN_HIGH = np.array([-0.28, -0.08]), np.array([0.28, 0.26])
+# The shelf: inner half-width (x) and half-depth (y), board height above the table, panel height above the board;
+# its centre is drawn from SHELF_X, SHELF_Y. Objects stand in one row along x with at least SHELF_GAP between them.
+SHELF_HALF, SHELF_DEPTH, SHELF_BOARD, SHELF_RIM = 0.32, 0.085, (0.08, 0.12), 0.025
+SHELF_X, SHELF_Y, SHELF_GAP = (-0.04, 0.04), (0.12, 0.18), 0.025
+SHELF_CLEAR = 0.05  # lifted this far above the shelf's panels (or carried out of its footprint) = taken out
 
 
 @dataclass(frozen=True)
@@ -152,15 +159,15 @@ class PersonalizedVLABenchEnv(gym.Env):
     # ------------------------------------------------------------------ episode construction
     def _choose(self, rng: np.random.Generator) -> tuple[ObjectInstance, np.ndarray, list[ObjectInstance], str]:
         cfg, track = self.config, self.track
-        category = str(rng.choice(CATEGORIES))
-        pool = instances(category, track.split)
+        category = str(rng.choice(self.task.categories))  # CATEGORIES for the first three tasks: unchanged draws
+        pool = instances_of(category, track.split)
         if track.novel_target:
             texture, _ = novel_texture(rng)
             tag = hashlib.sha256(texture.tobytes()).hexdigest()[:8]
             target = novel_instance(category, rng, tag)
         else:
             target = pool[int(rng.integers(len(pool)))]
-            texture = make_texture(target)
+            texture = texture_of(target)
         others = [i for i in pool if i.instance_id != target.instance_id]
         style = "personal"
         if not track.personalized:
@@ -177,9 +184,9 @@ class PersonalizedVLABenchEnv(gym.Env):
             distractors.append(hard[int(rng.integers(len(hard)))])
         rest = [i for i in others if i not in distractors]
         distractors += [rest[j] for j in rng.permutation(len(rest))[: k - len(distractors)]]
-        other_cats = [c for c in CATEGORIES if c != category]
+        other_cats = [c for c in self.task.categories if c != category]
         for _ in range(cfg.num_clutter):
-            cands = instances(other_cats[int(rng.integers(len(other_cats)))], track.split)
+            cands = instances_of(other_cats[int(rng.integers(len(other_cats)))], track.split)
             distractors.append(cands[int(rng.integers(len(cands)))])
         return target, texture, distractors, style
 
@@ -214,6 +221,8 @@ class PersonalizedVLABenchEnv(gym.Env):
         super().reset(seed=seed)
         rng = self.np_random
         target, texture, others, style = self._choose(rng)
+        if self.task.fixture == "shelf":
+            return self._reset_shelf(rng, target, texture, others, style)
         fixture_size = {"box": BOX_HALF * 1.15, "plate": PLATE_RADIUS}.get(self.task.fixture or "")
         objs = [target, *others]
         laid = None
@@ -231,15 +240,62 @@ class PersonalizedVLABenchEnv(gym.Env):
         look.front_eye = tuple(np.array(look.front_eye) + jitter)
         specs, self.objects = [], []
         for k, (inst, xy) in enumerate(zip(objs, positions, strict=True)):
-            tex = texture if k == 0 else make_texture(inst)
+            tex = texture if k == 0 else texture_of(inst)
             role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
             name = f"obj{k}"
-            col = ("box", (inst.radius, inst.radius * inst.shape.get("depth", 1.0))) if inst.category == "box" \
-                else ("cylinder", (inst.radius,))
-            specs.append(ObjectSpec(name, instance_mesh_path(inst), texture_file(tex), (1.0, 1.0, 1.0, 1.0), col,
-                                    inst.height, inst.mass, (float(xy[0]), float(xy[1])),
-                                    float(rng.uniform(-math.pi, math.pi))))
+            specs.append(self._spec(name, inst, tex, xy, float(rng.uniform(-math.pi, math.pi))))
             self.objects.append(Placed(name, role, inst))
+        return self._finish_reset(rng, target, texture, style, specs, look)
+
+    @staticmethod
+    def _spec(name: str, inst: ObjectInstance, tex: np.ndarray, xy, yaw: float, base_z: float = TABLE_Z
+              ) -> ObjectSpec:
+        col = ("box", (inst.radius, inst.radius * inst.shape.get("depth", 1.0))) if inst.category in ("box", "book") \
+            else ("cylinder", (inst.radius,))
+        return ObjectSpec(name, instance_mesh_path(inst), texture_file(tex), (1.0, 1.0, 1.0, 1.0), col, inst.height,
+                          inst.mass, (float(xy[0]), float(xy[1])), yaw, base_z)
+
+    def _reset_shelf(self, rng: np.random.Generator, target: ObjectInstance, texture: np.ndarray,
+                     others: list[ObjectInstance], style: str):
+        """Lay the candidates out in one row on the shelf's board (dropping clutter, then distractors, until the
+        row fits) and build the episode. Objects face the robot (yaw near 0 or a half turn), so the gripper closes
+        across them front to back and its fingers never reach into the neighbours."""
+        centre = np.array([rng.uniform(*SHELF_X), rng.uniform(*SHELF_Y)])
+        board = float(rng.uniform(*SHELF_BOARD))
+        self.fixture = Fixture("shelf", (float(centre[0]), float(centre[1])), SHELF_HALF,
+                               {"depth": SHELF_DEPTH, "board": board, "rim": SHELF_RIM})
+        objs = [target, *others]
+        yaws = [float(rng.choice([0.0, math.pi]) + rng.uniform(-0.3, 0.3)) for _ in objs]
+        while True:
+            widths = [x_extent(inst, yaw) for inst, yaw in zip(objs, yaws, strict=True)]
+            slack = 2 * SHELF_HALF - 2 * sum(widths) - SHELF_GAP * (len(objs) + 1)
+            if slack >= 0:
+                break
+            objs, yaws = objs[:-1], yaws[:-1]
+            if len(objs) < 2:
+                raise RuntimeError("cannot lay out the shelf")
+        order = rng.permutation(len(objs))
+        gaps = SHELF_GAP + slack * rng.dirichlet(np.ones(len(objs) + 1))
+        xs = np.empty(len(objs))
+        x = centre[0] - SHELF_HALF
+        for slot, k in enumerate(order):
+            x += gaps[slot] + widths[k]
+            xs[k] = x
+            x += widths[k]
+        ys = centre[1] + rng.uniform(-0.01, 0.01, len(objs))
+        look = room_look(rng) if self.track.random_look else Look()
+        jitter = rng.uniform(-0.04, 0.04, 3)
+        look.front_eye = tuple(np.array(look.front_eye) + jitter)
+        specs, self.objects = [], []
+        for k, inst in enumerate(objs):
+            tex = texture if k == 0 else texture_of(inst)
+            role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
+            specs.append(self._spec(f"obj{k}", inst, tex, (xs[k], ys[k]), yaws[k], TABLE_Z + board))
+            self.objects.append(Placed(f"obj{k}", role, inst))
+        return self._finish_reset(rng, target, texture, style, specs, look)
+
+    def _finish_reset(self, rng: np.random.Generator, target: ObjectInstance, texture: np.ndarray, style: str,
+                      specs: list[ObjectSpec], look: Look):
         self.scene.build(specs, [] if self.fixture is None else [self.fixture], look)
         for o in self.objects:
             o.body = self.scene.body_ids[o.name]
@@ -315,6 +371,8 @@ class PersonalizedVLABenchEnv(gym.Env):
         goal = self.task.goal
         if goal == "pick":
             met = held and pos[2] - t.start[2] >= LIFT
+        elif goal == "from_shelf":
+            met = held and pos[2] - t.start[2] >= 0.03 and self._clear_of_shelf(pos, t.instance)
         else:
             fx = np.array(self.fixture.position)
             d = pos[:2] - fx
@@ -327,6 +385,15 @@ class PersonalizedVLABenchEnv(gym.Env):
         f["progress_score"] = (float(met) + float(f["target_grasped"])) / (len(self.task.conditions) + 1)
         touched = f["target_grasped"] or np.linalg.norm(pos[:2] - t.start[:2]) > MOVED
         f["correct_object"] = bool(touched and not f["wrong_object"])
+
+    def _clear_of_shelf(self, pos: np.ndarray, inst: ObjectInstance) -> bool:
+        """The object's bottom is above the shelf's panels, or its footprint is outside the shelf's."""
+        fx = self.fixture
+        top = TABLE_Z + fx.extra["board"] + fx.extra["rim"]
+        reach = inst.radius + SHELF_THICKNESS
+        inside = abs(pos[0] - fx.position[0]) < fx.half + reach and abs(pos[1] - fx.position[1]) < \
+            fx.extra["depth"] + reach
+        return bool(pos[2] >= top + SHELF_CLEAR or not inside)
 
     def _observation(self) -> dict[str, Any]:
         sc, cfg = self.scene, self.config
@@ -380,8 +447,8 @@ class PersonalizedVLABenchEnv(gym.Env):
         """Ground truth for scripted experts, oracles and metrics — never for evaluated policies.
 
         Keys: ``goal``, ``target`` / ``objects`` (name, body, role, category, position, yaw, radius, height,
-        depth, grasped), ``fixture`` (kind, xy, half) or None, ``tcp``, ``tcp_rpy``, ``command`` (pos, rpy,
-        closed), ``gripper_opening``, ``body_roles`` (body id → role), ``flags``.
+        depth, grasped), ``fixture`` (kind, xy, half; a shelf adds depth, board, rim) or None, ``tcp``,
+        ``tcp_rpy``, ``command`` (pos, rpy, closed), ``gripper_opening``, ``body_roles`` (body id → role), ``flags``.
         """
         sc = self.scene
         objs = []
@@ -401,7 +468,7 @@ class PersonalizedVLABenchEnv(gym.Env):
             "goal": self.task.goal, "body_roles": roles, "target": objs[0] if objs else None, "objects": objs,
             "fixture": None if self.fixture is None else {"kind": self.fixture.kind,
                                                           "xy": np.array(self.fixture.position),
-                                                          "half": self.fixture.half},
+                                                          "half": self.fixture.half, **self.fixture.extra},
             "tcp": tcp, "tcp_rpy": matrix_to_euler(mat), "command_pos": sc.target_pos.copy(),
             "command_rpy": sc.target_rpy.copy(), "gripper_closed": sc.gripper_closed,
             "gripper_opening": sc.gripper_opening(), "flags": dict(self._flags),

@@ -35,6 +35,7 @@ WORKSPACE_LOW = np.array([-0.45, -0.2, TABLE_Z + 0.005])
 WORKSPACE_HIGH = np.array([0.45, 0.45, TABLE_Z + 0.55])
 HOME_TCP = np.array([0.0, 0.05, TABLE_Z + 0.32])
 COLLISION_GROUP = 3  # primitive proxies: simulated, never rendered
+SHELF_THICKNESS = 0.012  # boards and panels of the shelf fixture
 
 
 def down_rotation(yaw: float) -> np.ndarray:
@@ -99,6 +100,7 @@ class ObjectSpec:
     mass: float
     position: tuple[float, float]
     yaw: float
+    base_z: float = TABLE_Z  # height of the surface it stands on (a shelf board is higher than the table)
 
 
 @dataclass
@@ -118,7 +120,11 @@ class Look:
 
 @dataclass
 class Fixture:
-    """A static receptacle: ``kind`` in ("box", "plate") at ``position`` (xy) with its size."""
+    """A static fixture: ``kind`` in ("box", "plate", "shelf") at ``position`` (xy) with its size.
+
+    A shelf's ``half`` is the inner half-width (x); ``extra`` gives ``depth`` (half, y), ``board`` (height of the
+    board's top above the table) and ``rim`` (how far the side and back panels rise above the board).
+    """
 
     kind: str
     position: tuple[float, float]
@@ -245,14 +251,35 @@ class VLABenchScene:
                 size = [t / 2, h, wall / 2] if sx else [h, t / 2, wall / 2]
                 body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=size, material=mat.name,
                               pos=[sx * (h - t / 2), sy * (h - t / 2), wall / 2])
+        elif fx.kind == "shelf":
+            self._shelf(spec, body, fx)
         else:  # plate: a low disc with a rim colour
             body.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[fx.half, 0.004, 0], pos=[0, 0, 0.004],
                           rgba=[0.94, 0.94, 0.91, 1.0])
             body.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[fx.half * 0.72, 0.0045, 0],
                           pos=[0, 0, 0.0045], rgba=[0.86, 0.86, 0.82, 1.0], contype=0, conaffinity=0)
 
+    @staticmethod
+    def _shelf(spec, body, fx: Fixture) -> None:
+        """An open-top shelf of boxes: a raised board between two side panels, a low back panel (on the far side
+        from the robot) and a bottom board; the candidates stand on the raised board. Open at the top and the front,
+        so the arm reaches in from above and every camera sees the board."""
+        w, d, t = fx.half, fx.extra["depth"], SHELF_THICKNESS
+        board, rim = fx.extra["board"], fx.extra["rim"]
+        mat = spec.add_material(name="shelf_mat", rgba=[0.60, 0.44, 0.28, 1.0])
+        top = board + rim
+        for size, pos in (([w, d, t / 2], [0, 0, board - t / 2]),  # the board the objects stand on
+                          ([w, d, t / 2], [0, 0, t / 2]),  # bottom board
+                          ([t / 2, d + t, top / 2], [w + t / 2, t / 2, top / 2]),  # side panels
+                          ([t / 2, d + t, top / 2], [-w - t / 2, t / 2, top / 2]),
+                          # back panel (+y, away from the robot), from the board up only: low panels and an open
+                          # lower compartment keep the objects in view of the front camera, which faces the robot
+                          ([w, t / 2, (rim + t) / 2], [0, d + t / 2, board + (rim - t) / 2])):
+            body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos, material=mat.name,
+                          friction=[1.0, 0.02, 0.001])
+
     def _object(self, spec, world, obj: ObjectSpec) -> None:
-        body = world.add_body(name=obj.name, pos=[obj.position[0], obj.position[1], TABLE_Z + 0.001],
+        body = world.add_body(name=obj.name, pos=[obj.position[0], obj.position[1], obj.base_z + 0.001],
                               quat=[math.cos(obj.yaw / 2), 0.0, 0.0, math.sin(obj.yaw / 2)])
         body.add_freejoint(name=f"{obj.name}_free")
         kind, dims = obj.collision
