@@ -19,6 +19,8 @@ STEP = 0.05  # metres per control step toward the current waypoint
 HOVER = 0.10  # approach height above the grasp point
 TABLE_CLEARANCE = 0.012  # lowest TCP height above the table (the fingertips reach a little below the TCP)
 SHELF_MARGIN = 0.08  # how far the held object's bottom is lifted above the shelf's panels
+PRESS_DEPTH = 0.012  # TCP target below a resting button's top (the cap travels 10 mm)
+YAW_STEP = 0.3  # radians per control step when the hand turns for the button task
 
 
 def _half_turn(angle: float) -> float:
@@ -26,7 +28,8 @@ def _half_turn(angle: float) -> float:
 
 
 class VLABenchExpert:
-    """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat | withdraw)."""
+    """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat | withdraw); for a
+    button: approach → press → release."""
 
     def __init__(self, env: Any, seed: int = 0, noise_std: float = 0.0) -> None:
         self.env = env.unwrapped
@@ -54,6 +57,8 @@ class VLABenchExpert:
     def act(self, obs: Any) -> np.ndarray:
         """The next absolute TCP target."""
         ps = self.env.privileged_state()
+        if ps["goal"] == "press_button":
+            return self._press(ps)
         t = ps["target"]
         tcp = np.asarray(ps["tcp"])
         tpos = np.asarray(t["position"])
@@ -115,6 +120,36 @@ class VLABenchExpert:
         if self.noise_std > 0:
             goal = goal + self.rng.normal(0.0, self.noise_std, 3)
         return np.array([*goal, math.pi, 0.0, self.yaw, 1.0 if closed else -1.0], np.float32)
+
+    def _press(self, ps: dict[str, Any]) -> np.ndarray:
+        """Button task: closed fingers, hand turned across the row (its long side along x, clear of the objects
+        behind the buttons), above my button at a height clear of every object, straight down, then up again."""
+        tcp = np.asarray(ps["tcp"])
+        button = ps["buttons"][0]
+        xy = np.asarray(button["xy"])
+        # Turn the hand a little per step: one big yaw change makes the joint-rate-limited IK swing the arm about.
+        now = float(ps["command_rpy"][2])
+        self.yaw = now + float(np.clip(-math.pi / 2 - now, -YAW_STEP, YAW_STEP))
+        safe_z = max(button["top"] + HOVER, TABLE_Z + max(o["height"] for o in ps["objects"]) + 0.06)
+        if self.phase == "approach":
+            goal = np.array([xy[0], xy[1], safe_z])
+            if np.linalg.norm(tcp[:2] - xy) < 0.004 and abs(tcp[2] - safe_z) < 0.01:
+                self.phase = "press"
+        if self.phase == "press":
+            goal = np.array([xy[0], xy[1], button["top"] - PRESS_DEPTH])
+            if button["pressed"]:
+                self.phase, self.counter = "release", 0
+        if self.phase == "release":
+            self.counter += 1
+            goal = np.array([xy[0], xy[1], safe_z])
+        delta = goal - tcp
+        dist = float(np.linalg.norm(delta))
+        step = STEP if self.phase != "press" else STEP / 2  # slower on the way down: no slam into the cap
+        if dist > step:
+            goal = tcp + delta * (step / dist)
+        if self.noise_std > 0:
+            goal = goal + self.rng.normal(0.0, self.noise_std, 3)
+        return np.array([*goal, math.pi, 0.0, self.yaw, 1.0], np.float32)
 
     def episode_info(self) -> dict[str, Any]:
         """The phase the expert ended in (diagnostic)."""

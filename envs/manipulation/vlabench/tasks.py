@@ -4,7 +4,7 @@ Every task is a VLABench-style *selection* task: the scene holds the user's obje
 look-alikes (at least one a hard negative: same colour or same pattern) and possibly one object of another
 category; the instruction says "my <category>" (or, on the ``in_distribution`` track, names colour [+ pattern]).
 Success is a condition set; ``progress_score`` = (conditions met + target grasped at some point) / (conditions + 1).
-The first three tasks draw from the library's six categories; the shelf task also draws books
+The first three tasks draw from the library's six categories; the shelf and button tasks also draw books
 (:mod:`envs.manipulation.vlabench.books`), which never appear in the first three.
 """
 
@@ -17,11 +17,12 @@ from envs.manipulation.objects import CATEGORIES, PATTERN_WORDS, ObjectInstance
 
 @dataclass(frozen=True)
 class SelectionTask:
-    """One task: the goal (``pick``, ``in_box``, ``on_plate`` or ``from_shelf``), its fixture and its templates."""
+    """One task: the goal (``pick``, ``in_box``, ``on_plate``, ``from_shelf`` or ``press_button``), its fixture
+    and its instruction templates."""
 
     name: str
     goal: str
-    fixture: str | None  # "box", "plate", "shelf" or None
+    fixture: str | None  # "box", "plate", "shelf", "buttons" (one per object) or None
     templates: tuple[str, ...]  # "{obj}" is "my mug" or "the red striped mug"
     conditions: tuple[str, ...]
     description: str
@@ -30,7 +31,7 @@ class SelectionTask:
     @property
     def kind(self) -> str:
         """The SIMPLER task kind with the same motion ("pick" or "put_on"), e.g. for the soft-prompt map."""
-        return "pick" if self.goal in ("pick", "from_shelf") else "put_on"
+        return "pick" if self.goal in ("pick", "from_shelf", "press_button") else "put_on"
 
 
 TASKS: dict[str, SelectionTask] = {t.name: t for t in (
@@ -47,6 +48,11 @@ TASKS: dict[str, SelectionTask] = {t.name: t for t in (
     SelectionTask("select_my_from_shelf", "from_shelf", "shelf",
                   ("take {obj} out of the shelf", "get {obj} off the shelf", "please take {obj} from the shelf"),
                   ("out_of_shelf",), "take my <object> out of the shelf (grasped and lifted clear of it); "
+                  "books too", categories=(*CATEGORIES, "book")),
+    SelectionTask("select_my_button", "press_button", "buttons",
+                  ("press the button in front of {obj}", "push the button in front of {obj}",
+                   "please press the button in front of {obj}"),
+                  ("pressed",), "press the button in front of my <object> (that button pressed, no other); "
                   "books too", categories=(*CATEGORIES, "book")),
 )}
 
