@@ -21,6 +21,7 @@ TABLE_CLEARANCE = 0.012  # lowest TCP height above the table (the fingertips rea
 SHELF_MARGIN = 0.08  # how far the held object's bottom is lifted above the shelf's panels
 PRESS_DEPTH = 0.012  # TCP target below a resting button's top (the cap travels 10 mm)
 YAW_STEP = 0.3  # radians per control step when the hand turns for the button task
+PRESS_YAW = math.pi / 2  # the hand across the row of buttons
 
 
 def _half_turn(angle: float) -> float:
@@ -29,7 +30,7 @@ def _half_turn(angle: float) -> float:
 
 class VLABenchExpert:
     """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat | withdraw); for a
-    button: approach → press → release."""
+    button: approach (turn in place first) → press → release."""
 
     def __init__(self, env: Any, seed: int = 0, noise_std: float = 0.0) -> None:
         self.env = env.unwrapped
@@ -41,7 +42,7 @@ class VLABenchExpert:
         """Start over (phase ``approach``)."""
         if "policy_seed" in info:
             self.rng = policy_seed_rng(int(info["policy_seed"]))
-        self.phase, self.counter, self.yaw, self.offset = "approach", 0, 0.0, 0.0
+        self.phase, self.counter, self.yaw, self.offset, self.turned = "approach", 0, 0.0, 0.0, False
 
     @staticmethod
     def grasp_yaw(target: dict[str, Any]) -> float:
@@ -129,9 +130,12 @@ class VLABenchExpert:
         xy = np.asarray(button["xy"])
         # Turn the hand a little per step: one big yaw change makes the joint-rate-limited IK swing the arm about.
         now = float(ps["command_rpy"][2])
-        self.yaw = now + float(np.clip(-math.pi / 2 - now, -YAW_STEP, YAW_STEP))
+        self.yaw = now + float(np.clip(PRESS_YAW - now, -YAW_STEP, YAW_STEP))
         safe_z = max(button["top"] + HOVER, TABLE_Z + max(o["height"] for o in ps["objects"]) + 0.06)
-        if self.phase == "approach":
+        if self.phase == "approach" and not self.turned:  # in place: turning while moving dips the arm
+            goal = np.asarray(ps["command_pos"], float)
+            self.turned = abs(self.yaw - PRESS_YAW) < 1e-6 and abs(float(ps["tcp_rpy"][2]) - PRESS_YAW) < 0.15
+        elif self.phase == "approach":
             goal = np.array([xy[0], xy[1], safe_z])
             if np.linalg.norm(tcp[:2] - xy) < 0.004 and abs(tcp[2] - safe_z) < 0.01:
                 self.phase = "press"

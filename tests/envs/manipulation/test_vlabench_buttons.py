@@ -42,7 +42,7 @@ def _press(env, obs, index: int, steps: int = 50):
         goal = np.array([*b["xy"], b["top"] - 0.012 if above else b["top"] + 0.12])
         step = goal - tcp
         goal = tcp + step * min(1.0, 0.04 / max(np.linalg.norm(step), 1e-9))
-        yaw = max(-math.pi / 2, -0.3 * (k + 1))
+        yaw = min(math.pi / 2, 0.3 * (k + 1))
         obs, _, terminated, truncated, info = env.step(np.array([*goal, math.pi, 0.0, yaw, 1.0], np.float32))
         if terminated or truncated:
             break
