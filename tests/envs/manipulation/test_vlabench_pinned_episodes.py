@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before mujoco loads
 
 from envs.manipulation.vlabench.env import make_env  # noqa: E402
+from envs.manipulation.vlabench.tasks import PICK_PLACE_TASKS, TRACKS  # noqa: E402
 
 SEEDS = (0, 13)
 PINNED = {
@@ -61,3 +62,8 @@ def test_existing_task_episodes_unchanged(task, track):
     finally:
         env.close()
     assert got == list(PINNED[(task, track)])
+
+
+def test_every_pick_and_place_task_and_track_is_pinned():
+    assert {task for task, _ in PINNED} == set(PICK_PLACE_TASKS)
+    assert {track for _, track in PINNED} == set(TRACKS)

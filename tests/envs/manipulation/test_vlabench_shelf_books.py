@@ -11,16 +11,18 @@ from envs.errors import ConfigError  # noqa: E402
 from envs.manipulation.objects import CATEGORIES  # noqa: E402
 from envs.manipulation.vlabench.books import BOOKS, book_texture, instances_of, x_extent  # noqa: E402
 from envs.manipulation.vlabench.env import SHELF_GAP, make_env  # noqa: E402
-from envs.manipulation.vlabench.tasks import TASKS  # noqa: E402
+from envs.manipulation.vlabench.tasks import PICK_PLACE_TASKS, TASKS  # noqa: E402
 from policies.vlabench_expert import VLABenchExpert  # noqa: E402
 
 FAST = {"image_size": 32, "references": False, "cameras": "front"}
 
 
-def test_books_only_in_the_shelf_task():
-    for name in ("select_my_pick", "select_my_in_box", "select_my_on_plate"):
+def test_books_only_in_the_new_tasks():
+    for name in PICK_PLACE_TASKS:
         assert TASKS[name].categories == CATEGORIES and "book" not in CATEGORIES
-    assert "book" in TASKS["select_my_from_shelf"].categories
+    assert set(TASKS) - set(PICK_PLACE_TASKS) == {"select_my_from_shelf", "select_my_button"}
+    for name in ("select_my_from_shelf", "select_my_button"):
+        assert "book" in TASKS[name].categories
 
 
 def test_every_test_book_has_a_same_colour_and_a_same_title_look_alike():
