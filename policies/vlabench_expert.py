@@ -42,7 +42,7 @@ class VLABenchExpert:
         """Start over (phase ``approach``)."""
         if "policy_seed" in info:
             self.rng = policy_seed_rng(int(info["policy_seed"]))
-        self.phase, self.counter, self.yaw, self.offset, self.turned = "approach", 0, 0.0, 0.0, False
+        self.phase, self.counter, self.yaw, self.offset, self.turned, self.paused = "approach", 0, 0.0, 0.0, False, 0
 
     @staticmethod
     def grasp_yaw(target: dict[str, Any]) -> float:
@@ -76,6 +76,11 @@ class VLABenchExpert:
             goal = np.array([tpos[0], tpos[1], grasp_z])
             if abs(tcp[2] - goal[2]) < 0.008 and np.linalg.norm(tcp[:2] - goal[:2]) < 0.012:
                 self.phase, self.counter = "close", 0
+            elif ps["goal"] == "from_shelf" and np.linalg.norm(tcp[:2] - goal[:2]) > 0.004 and self.paused < 4:
+                # Far out over the shelf the hand lags behind the descent by up to a centimetre, enough for a
+                # finger to land on a wide object's rim: hold the height until it is centred again (a few steps at
+                # most: at the edge of the reach a few millimetres of error remain for good).
+                goal[2], self.paused = tcp[2], self.paused + 1
         if self.phase == "close":
             closed, goal = True, np.array([tpos[0], tpos[1], grasp_z])
             self.counter += 1
@@ -116,8 +121,9 @@ class VLABenchExpert:
             goal = tcp + np.array([0.0, 0.0, 0.0 if self.counter < 4 else 0.05])
         delta = goal - tcp
         dist = float(np.linalg.norm(delta))
-        if dist > STEP:
-            goal = tcp + delta * (STEP / dist)
+        step = STEP / 2 if self.phase == "descend" and ps["goal"] == "from_shelf" else STEP  # and go down slowly
+        if dist > step:
+            goal = tcp + delta * (step / dist)
         if self.noise_std > 0:
             goal = goal + self.rng.normal(0.0, self.noise_std, 3)
         return np.array([*goal, math.pi, 0.0, self.yaw, 1.0 if closed else -1.0], np.float32)
