@@ -42,7 +42,8 @@ def print_listing() -> None:
     for name, suite in registry.suites().items():
         out(f"{name}: {suite.description}\n")
         for task, desc in suite.tasks.items():
-            out(f"  task {name}/{task}: {desc}\n")
+            by_name = suite.default_tasks and task not in suite.default_tasks
+            out(f"  task {name}/{task}: {desc}{' (runs when named)' if by_name else ''}\n")
         out(f"  policies: {', '.join(registry.policies_for(name))} (default: {', '.join(suite.default_policies)})\n")
         if suite.options_type is not None:
             for line in suite.options_type.describe():

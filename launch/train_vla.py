@@ -28,7 +28,7 @@ import torch
 
 from agents.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig, Demos, collect_demos
 from agents.episodic import run_episode
-from agents.vlabench_demonstrations import GENERIC_TRACK, VLABenchDemoConfig, collect_vlabench_demos
+from agents.vlabench_demonstrations import BASE_TASKS, GENERIC_TRACK, VLABenchDemoConfig, collect_vlabench_demos
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
@@ -259,8 +259,8 @@ def build_parser() -> ArgumentParser:
                    help="demo instances: train, or train_extended (train + extra colour/pattern designs that are "
                         "never test designs)")
     p.add_argument("--tasks", default=None,
-                   help="comma-separated generic tasks (default: all of the suite's: "
-                        f"{','.join(GENERIC_TASKS)} / {','.join(VLABENCH_TASKS)})")
+                   help="comma-separated generic tasks (default: "
+                        f"{','.join(GENERIC_TASKS)} / {','.join(BASE_TASKS)} on personalized_vlabench)")
     p.add_argument("--backbone", default="cnn",
                    help=f"vision: {' or '.join(BACKBONES)} (cnn: a small CNN trained from scratch with the head)")
     p.add_argument("--input-size", type=int, default=None,
@@ -313,7 +313,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         raise choice_error("--suite", args.suite, SUITES)
     vlabench = args.suite == "personalized_vlabench"
     known_tasks = VLABENCH_TASKS if vlabench else GENERIC_TASKS
-    tasks = [t for t in (args.tasks or ",".join(known_tasks)).split(",") if t]
+    default_tasks = BASE_TASKS if vlabench else tuple(GENERIC_TASKS)
+    tasks = [t for t in (args.tasks or ",".join(default_tasks)).split(",") if t]
     if not tasks:
         raise ConfigError(f"--tasks names no task; valid: {', '.join(known_tasks)}")
     for t in tasks:

@@ -18,6 +18,10 @@ from policies.base import policy_seed_rng
 STEP = 0.05  # metres per control step toward the current waypoint
 HOVER = 0.10  # approach height above the grasp point
 TABLE_CLEARANCE = 0.012  # lowest TCP height above the table (the fingertips reach a little below the TCP)
+SHELF_MARGIN = 0.08  # how far the held object's bottom is lifted above the shelf's panels
+PRESS_DEPTH = 0.012  # TCP target below a resting button's top (the cap travels 10 mm)
+YAW_STEP = 0.3  # radians per control step when the hand turns for the button task
+PRESS_YAW = math.pi / 2  # the hand across the row of buttons
 
 
 def _half_turn(angle: float) -> float:
@@ -25,7 +29,8 @@ def _half_turn(angle: float) -> float:
 
 
 class VLABenchExpert:
-    """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat)."""
+    """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat | withdraw); for a
+    button: approach (turn in place first) → press → release."""
 
     def __init__(self, env: Any, seed: int = 0, noise_std: float = 0.0) -> None:
         self.env = env.unwrapped
@@ -37,7 +42,7 @@ class VLABenchExpert:
         """Start over (phase ``approach``)."""
         if "policy_seed" in info:
             self.rng = policy_seed_rng(int(info["policy_seed"]))
-        self.phase, self.counter, self.yaw, self.offset = "approach", 0, 0.0, 0.0
+        self.phase, self.counter, self.yaw, self.offset, self.turned, self.paused = "approach", 0, 0.0, 0.0, False, 0
 
     @staticmethod
     def grasp_yaw(target: dict[str, Any]) -> float:
@@ -46,13 +51,15 @@ class VLABenchExpert:
         if target["category"] == "box":  # the narrower pair of faces when the box is deep; else either pair
             across = yaw + math.pi / 2 if target["depth"] >= 1.0 else yaw
             return _half_turn(across)
-        if target["category"] == "mug":  # fingers close along the body's y axis: the handle stays clear
+        if target["category"] in ("mug", "book"):  # along the body's y axis: clear of the handle, across the book
             return _half_turn(yaw)
         return 0.0
 
     def act(self, obs: Any) -> np.ndarray:
         """The next absolute TCP target."""
         ps = self.env.privileged_state()
+        if ps["goal"] == "press_button":
+            return self._press(ps)
         t = ps["target"]
         tcp = np.asarray(ps["tcp"])
         tpos = np.asarray(t["position"])
@@ -69,12 +76,25 @@ class VLABenchExpert:
             goal = np.array([tpos[0], tpos[1], grasp_z])
             if abs(tcp[2] - goal[2]) < 0.008 and np.linalg.norm(tcp[:2] - goal[:2]) < 0.012:
                 self.phase, self.counter = "close", 0
+            elif ps["goal"] == "from_shelf" and np.linalg.norm(tcp[:2] - goal[:2]) > 0.004 and self.paused < 4:
+                # Far out over the shelf the hand lags behind the descent by up to a centimetre, enough for a
+                # finger to land on a wide object's rim: hold the height until it is centred again (a few steps at
+                # most: at the edge of the reach a few millimetres of error remain for good).
+                goal[2], self.paused = tcp[2], self.paused + 1
         if self.phase == "close":
             closed, goal = True, np.array([tpos[0], tpos[1], grasp_z])
             self.counter += 1
             if self.counter >= 4:
                 self.phase, self.offset = "lift", float(tcp[2] - base_z)
-        if self.phase == "lift":
+        if self.phase == "lift" and ps["goal"] == "from_shelf":
+            # Up until the object's bottom clears the shelf's panels, then out toward the robot.
+            closed, fx = True, ps["fixture"]
+            top = TABLE_Z + fx["board"] + fx["rim"]
+            lift_z = top + SHELF_MARGIN + self.offset
+            goal = np.array([tcp[0], tcp[1], lift_z])
+            if tcp[2] > lift_z - 0.015:
+                self.phase = "withdraw"
+        elif self.phase == "lift":
             closed = True
             tallest = max(o["height"] for o in ps["objects"])
             lift_z = float(t["start"][2]) + self.offset + (0.14 if ps["goal"] == "pick" else max(0.12, tallest + 0.06))
@@ -93,16 +113,53 @@ class VLABenchExpert:
                 goal = np.array([spot[0], spot[1], TABLE_Z + floor + self.offset + 0.01])
                 if abs(tcp[2] - goal[2]) < 0.01:
                     self.phase, self.counter = "release", 0
+        if self.phase == "withdraw":
+            closed, fx = True, ps["fixture"]
+            goal = np.array([tcp[0], float(fx["xy"][1]) - fx["depth"] - 0.12, tcp[2]])
         if self.phase == "release":
             self.counter += 1
             goal = tcp + np.array([0.0, 0.0, 0.0 if self.counter < 4 else 0.05])
         delta = goal - tcp
         dist = float(np.linalg.norm(delta))
-        if dist > STEP:
-            goal = tcp + delta * (STEP / dist)
+        step = STEP / 2 if self.phase == "descend" and ps["goal"] == "from_shelf" else STEP  # and go down slowly
+        if dist > step:
+            goal = tcp + delta * (step / dist)
         if self.noise_std > 0:
             goal = goal + self.rng.normal(0.0, self.noise_std, 3)
         return np.array([*goal, math.pi, 0.0, self.yaw, 1.0 if closed else -1.0], np.float32)
+
+    def _press(self, ps: dict[str, Any]) -> np.ndarray:
+        """Button task: closed fingers, hand turned across the row (its long side along x, clear of the objects
+        behind the buttons), above my button at a height clear of every object, straight down, then up again."""
+        tcp = np.asarray(ps["tcp"])
+        button = ps["buttons"][0]
+        xy = np.asarray(button["xy"])
+        # Turn the hand a little per step: one big yaw change makes the joint-rate-limited IK swing the arm about.
+        now = float(ps["command_rpy"][2])
+        self.yaw = now + float(np.clip(PRESS_YAW - now, -YAW_STEP, YAW_STEP))
+        safe_z = max(button["top"] + HOVER, TABLE_Z + max(o["height"] for o in ps["objects"]) + 0.06)
+        if self.phase == "approach" and not self.turned:  # in place: turning while moving dips the arm
+            goal = np.asarray(ps["command_pos"], float)
+            self.turned = abs(self.yaw - PRESS_YAW) < 1e-6 and abs(float(ps["tcp_rpy"][2]) - PRESS_YAW) < 0.15
+        elif self.phase == "approach":
+            goal = np.array([xy[0], xy[1], safe_z])
+            if np.linalg.norm(tcp[:2] - xy) < 0.004 and abs(tcp[2] - safe_z) < 0.01:
+                self.phase = "press"
+        if self.phase == "press":
+            goal = np.array([xy[0], xy[1], button["top"] - PRESS_DEPTH])
+            if button["pressed"]:
+                self.phase, self.counter = "release", 0
+        if self.phase == "release":
+            self.counter += 1
+            goal = np.array([xy[0], xy[1], safe_z])
+        delta = goal - tcp
+        dist = float(np.linalg.norm(delta))
+        step = STEP if self.phase != "press" else STEP / 2  # slower on the way down: no slam into the cap
+        if dist > step:
+            goal = tcp + delta * (step / dist)
+        if self.noise_std > 0:
+            goal = goal + self.rng.normal(0.0, self.noise_std, 3)
+        return np.array([*goal, math.pi, 0.0, self.yaw, 1.0], np.float32)
 
     def episode_info(self) -> dict[str, Any]:
         """The phase the expert ended in (diagnostic)."""

@@ -54,7 +54,7 @@ def resolve_env(env: str) -> tuple[registry.SuiteSpec, list[str]]:
         raise ConfigError(str(choice_error("env", env, list(all_suites))) + hint)
     suite = all_suites[name]
     if not task:
-        return suite, list(suite.tasks)
+        return suite, list(suite.default_tasks or suite.tasks)
     if task not in suite.tasks:
         raise choice_error(f"task of {name}", task, list(suite.tasks))
     return suite, [task]

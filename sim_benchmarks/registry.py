@@ -46,6 +46,8 @@ class SuiteSpec:
     max_steps: int | None = None  # runner's step cap; the env's own truncation normally comes first
     # Maps (final info, episode return, steps) to the record's metrics; default reads info["success"] etc.
     episode_metrics: Callable[[dict[str, Any], float, int], dict[str, Any]] | None = None
+    # Tasks a bare ``--env <suite>`` runs (empty: all of them); the others run when named (``--env <suite>/<task>``).
+    default_tasks: tuple[str, ...] = ()
     # The typed ``--env-option`` dataclass (an ``envs.config.Options``): validated before a run writes anything and
     # printed by ``--list``.
     options_type: type | None = None

@@ -64,6 +64,8 @@ class StreamQ:
         self.fast = compiled_network(cfg.backend, suite, self.q, self.obs_shape)
         self._grad_np = [v.numpy() for v in self.grad_views]
         self._onehot = torch.eye(self.n_actions).unsqueeze(1)  # [a] is the cotangent selecting Q(s, a)
+        self._onehot_np = np.eye(self.n_actions, dtype=np.float32)
+        self._pair = np.zeros((2, *self.obs_shape), np.float32)  # the compiled forward's [s, s'] batch
         opt_cls = AdaptiveObGD if cfg.adaptive else ObGD
         self.opt = opt_cls(self.flat, lr=cfg.lr, gamma=cfg.gamma, lam=cfg.lam, kappa=cfg.kappa)
         self._rl_scale = 0.0
@@ -77,10 +79,12 @@ class StreamQ:
         cfg = self.config
         return linear_schedule(cfg.start_e, cfg.end_e, int(cfg.exploration_fraction * cfg.total_steps), self.steps)
 
-    def _q_values(self, s: torch.Tensor) -> torch.Tensor:
+    def _q_values(self, s: torch.Tensor) -> torch.Tensor | np.ndarray:
+        """Q(s, ·): a tensor on the torch path, a numpy array from the compiled network (no tensor wrapping on
+        the per-step path)."""
         if self.pipe.outputs is None:
             if self.fast is not None:
-                self.pipe.outputs = torch.from_numpy(self.fast.forward(s.numpy()[None])[0])
+                self.pipe.outputs = self.fast.forward(s.numpy()[None])[0]
             else:
                 self.pipe.outputs = fused_forward(self.q, s.unsqueeze(0))[0]
         return self.pipe.outputs
@@ -89,7 +93,7 @@ class StreamQ:
         """ε-greedy action; remembers whether it was greedy (a non-greedy action cuts the traces)."""
         s, _ = self.pipe.get(obs)
         q = self._q_values(s)
-        greedy_a = int(torch.argmax(q))
+        greedy_a = int(q.argmax())  # the first maximum, for a tensor as for an array
         if self.rng.random() < self.epsilon():
             a = int(self.rng.integers(self.n_actions))
         else:
@@ -100,12 +104,14 @@ class StreamQ:
 
     # -- learning -----------------------------------------------------------------------------------------
     def _td_update(self, s: torch.Tensor, a: int, r_scaled: float, s_next: torch.Tensor, terminated: bool
-                   ) -> tuple[float, torch.Tensor]:
+                   ) -> tuple[float, torch.Tensor | np.ndarray]:
         """One Q(λ) step; returns (δ, Q(s') computed before the update)."""
         if self.fast is not None:
-            q = torch.from_numpy(self.fast.forward(np.stack((s.numpy(), s_next.numpy()))))
-            # ∇θ Q(s, a) into self.grad; Atari/Octax leave the big hidden-layer block as factors for the trace
-            outer = self.fast.backward(self._onehot[a, 0].numpy(), self._grad_np, defer_outer=True)
+            self._pair[0] = s.numpy()
+            self._pair[1] = s_next.numpy()
+            q = self.fast.forward(self._pair)
+            # ∇θ Q(s, a) into self.grad, except the big hidden-layer block: left as factors for the trace
+            outer = self.fast.backward(self._onehot_np[a], self._grad_np, defer_outer=True)
         else:
             cache = ForwardCache()
             q = fused_forward(self.q, torch.stack((s, s_next)), cache)  # one pass for Q(s, ·) and Q(s', ·)

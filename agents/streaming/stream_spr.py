@@ -20,6 +20,7 @@ from torch import nn
 
 from agents.streaming.stream_q import StreamQ, StreamQConfig
 from envs.errors import choice_error
+from policies.streaming.kernels import momentum_project_step_
 from policies.streaming.networks import flatten_parameters_, init_module_, mkldnn_enabled
 from policies.streaming.numba_spr import NumbaSPRLoss
 from policies.streaming.spr import (
@@ -154,18 +155,28 @@ class StreamSPR(StreamQ):
         cfg = self.config
         loss, grads = self.spr_gradients()
         use_momentum = cfg.projection in ("momentum", "both", "pcgrad")
-        u = [momentum_project(g, c, cfg.beta) if use_momentum else g for g, c in zip(grads, self.momentum, strict=True)]
         step = cfg.spr_lr * cfg.spr_weight
-        v = u[0] * (-step)  # the encoder's SPR step
-        if cfg.projection in ("rl", "both", "pcgrad"):
-            delta_rl = self.opt.trace[: self.n_enc] * self._rl_scale  # the encoder part of this step's ObGD update
-            v = pcgrad_project(v, delta_rl) if cfg.projection == "pcgrad" else project_orthogonal(v, delta_rl)
+        if use_momentum and self.fast_spr is not None:  # the heads' projection and SGD step in one pass each
+            for flat, g, c in zip(self.head_flats, grads[1:], self.momentum[1:], strict=True):
+                momentum_project_step_(g.numpy(), c.numpy(), cfg.beta, 1e-12, flat.numpy(), -step)
+            self._encoder_spr_step(momentum_project(grads[0], self.momentum[0], cfg.beta) * (-step))
+            self.spr_updates += 1
+            return loss
+        u = [momentum_project(g, c, cfg.beta) if use_momentum else g for g, c in zip(grads, self.momentum, strict=True)]
+        self._encoder_spr_step(u[0] * (-step))
         with torch.no_grad():
-            self.flat[: self.n_enc].add_(v)
             for flat, ui in zip(self.head_flats, u[1:], strict=True):
                 flat.add_(ui, alpha=-step)
         self.spr_updates += 1
         return loss
+
+    def _encoder_spr_step(self, v: torch.Tensor) -> None:
+        """Apply the encoder's SPR step ``v``, first projected against this step's RL update as configured."""
+        if self.config.projection in ("rl", "both", "pcgrad"):
+            delta_rl = self.opt.trace[: self.n_enc] * self._rl_scale  # the encoder part of this step's ObGD update
+            v = pcgrad_project(v, delta_rl) if self.config.projection == "pcgrad" else project_orthogonal(v, delta_rl)
+        with torch.no_grad():
+            self.flat[: self.n_enc].add_(v)
 
     def _ema_update(self) -> None:
         w = 1.0 - self.config.tau

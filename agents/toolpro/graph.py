@@ -1,8 +1,9 @@
 """The ToolPro agent as a LangGraph: plan → construct → choose → execute → observe → answer.
 
 - plan: read the task's intent (template and parameters) from the observation.
-- construct: build the program with the deterministic planner and check it against the tool declarations the
-  service advertises over MCP (effects and schemas come from the server, not from local code).
+- construct: build the program (the deterministic planner, or the offline SmolLM2 with decoding constrained to the
+  program grammar and the tool schemas, :mod:`policies.toolpro.constructor`) and check it against the tool
+  declarations the service advertises over MCP (effects and schemas come from the server, not from local code).
 - choose: the profile-driven policy predicts both modes' latency (``mode="auto"``), or a mode is forced.
 - execute: ``program`` sends the whole program in one ``run_program`` call (resent with the same run id to a
   restarted server after a lost one, while the run keeps progressing: logged calls replay from the run log and
@@ -21,9 +22,11 @@ from langgraph.graph import END, START, StateGraph
 
 from agents.toolpro import connection
 from agents.toolpro.react import run_stepwise
+from envs.errors import choice_error
 from envs.services.tools import ServiceError
 from envs.services.workflows import get_task
 from policies.toolpro.checker import CheckReport, check
+from policies.toolpro.constructor import Chooser, ProgramConstructor, RandomChooser
 from policies.toolpro.planner import plan
 from policies.toolpro.program import Program, ProgramError, pack_program, parse_program
 
@@ -39,6 +42,7 @@ class AgentState(TypedDict, total=False):
     predicted: dict[str, float]
     outcome: dict[str, Any]
     exec_s: float
+    construct_s: float
     answer: dict[str, Any]
 
 
@@ -67,16 +71,34 @@ def profile_site(deployment: dict[str, Any], probes: int = 3) -> None:
     s.profiled = True
 
 
-def build_agent(mode: Mode = "auto"):
-    """The compiled LangGraph of the ToolPro agent."""
+def build_agent(mode: Mode = "auto", chooser: Chooser | None = None, cache: dict[str, Any] | None = None):
+    """The compiled LangGraph of the ToolPro agent.
+
+    ``chooser``: None builds programs with the deterministic planner; otherwise a :class:`ProgramConstructor`
+    driven by it builds them from the task's instruction and parameters and the server's tool declarations.
+    ``cache`` (task name -> program) keeps a constructed program for the task's later episodes: construction does
+    not depend on the database, so a deterministic chooser would build the same program again.
+    """
 
     def plan_node(state: AgentState) -> AgentState:
         return {"task": get_task(state["obs"]["task"])}
 
     def construct(state: AgentState) -> AgentState:
         client = connection.site(state["obs"]).client
-        program = parse_program(plan(state["task"]))
-        return {"program": program, "report": check(program, declarations(client.tools), state["task"].service)}
+        task, decls = state["task"], declarations(client.tools)
+        t0 = time.perf_counter()
+        if chooser is None:
+            source = plan(task)
+        elif cache is not None and task.name in cache:
+            source = cache[task.name]
+        else:
+            tools = {n: {**d, "description": client.tools[n].get("description", "")} for n, d in decls.items()}
+            source = ProgramConstructor(chooser).construct(task.instruction, task.params, task.service, tools).program
+            if cache is not None:
+                cache[task.name] = source
+        program = parse_program(source)
+        return {"program": program, "report": check(program, decls, task.service),
+                "construct_s": time.perf_counter() - t0}
 
     def choose(state: AgentState) -> AgentState:
         profile = connection.site(state["obs"]).profile
@@ -127,6 +149,20 @@ def build_agent(mode: Mode = "auto"):
     return g.compile()
 
 
+def make_chooser(constructor: str, seed: int = 0) -> Chooser | None:
+    """The chooser for a ``constructor`` option value: None (planner), SmolLM2 (loaded once) or random."""
+    if constructor == "planner":
+        return None
+    if constructor == "random":
+        return RandomChooser(seed)
+    if constructor == "smollm2":
+        from perception.lm_choice import LMChooser
+        from perception.smollm2 import load_smollm2
+
+        return LMChooser(*load_smollm2())
+    raise choice_error("toolpro constructor", constructor, ["planner", "smollm2", "random"])
+
+
 class ToolProPolicy:
     """The harness policy: one ``act`` runs the whole workflow through the agent graph and returns the answer.
 
@@ -134,9 +170,11 @@ class ToolProPolicy:
     (the ReAct baseline). ``episode_info`` reports latency, client-side traffic, round trips and calls.
     """
 
-    def __init__(self, mode: Mode = "auto") -> None:
+    def __init__(self, mode: Mode = "auto", constructor: str = "planner", constructor_seed: int = 0) -> None:
         self.mode = mode
-        self.graph = build_agent(mode)
+        self.constructor = constructor
+        self.programs: dict[str, Any] = {}  # task -> constructed program (see build_agent)
+        self.graph = build_agent(mode, make_chooser(constructor, constructor_seed), self.programs)
         self._info: dict[str, Any] = {}
 
     def reset(self, instruction: str, info: dict[str, Any]) -> None:
@@ -167,6 +205,7 @@ class ToolProPolicy:
             "reconnects": int(o.get("reconnects", 0)), "server_restarts": s.starts - starts,
             "predicted_program_s": final.get("predicted", {}).get("program", float("nan")),
             "predicted_stepwise_s": final.get("predicted", {}).get("stepwise", float("nan")),
+            "constructor": self.constructor, "construct_s": float(final.get("construct_s", float("nan"))),
         }
         return final["answer"]
 

@@ -118,6 +118,11 @@ class VimragAgent:
             ids |= self.tools.mentions(n.ref)
         return ids
 
+    def _documents(self, memory: DagMemory) -> list[str]:
+        """Texts of the documents in memory (an external VLM reads them; the trained reader uses their ids only)."""
+        docs = self.tools.kb.corpus.doc_by_id
+        return [docs[n.ref].text for n in memory.of_kind("text") if n.ref in docs]
+
     # ------------------------------------------------------------------ graph nodes
     def start(self, qid: str, question: str) -> AgentState:
         """The initial state of a question."""
@@ -203,9 +208,11 @@ class VimragAgent:
             levels = allocate_uniform(images, remaining)
         else:
             levels = allocate_linear(images, remaining)
-        reading = self.reader.read(q_emb, context, [(i, levels[i]) for i in images])
-        # The reading rests on the relied-on images it actually saw; one that saw none is a question-only guess.
-        seen = [n for n, i in zip(relied, relied_ids, strict=True) if levels[i] > 0]
+        reading = self.reader.read(q_emb, context, [(i, levels[i]) for i in images], question=state["question"],
+                                   documents=self._documents(memory))
+        # The reading rests on the relied-on images it actually saw (an external reader may leave out an image whose
+        # cost exceeds its grant: only those in reading.relevance were read); one that saw none is a guess.
+        seen = [n for n, i in zip(relied, relied_ids, strict=True) if levels[i] > 0 and i in reading.relevance]
         memory, _ = memory.add("hypothesis", reading.answer, step, [think, *seen], reading.confidence)
         captions = sum(self.tools.kb.text_tokens(i) for i in images if levels[i] > 0)
         texts = sum(self.tools.kb.text_tokens(n.ref) for n in memory.of_kind("text"))
@@ -222,7 +229,8 @@ class VimragAgent:
         memory, step = state["memory"], state["step"]
         hyp = memory.best_hypothesis()
         if hyp is None:
-            guess = self.reader.read(self._q_emb(state), self._context(state), [])
+            guess = self.reader.read(self._q_emb(state), self._context(state), [], question=state["question"],
+                                     documents=self._documents(memory))
             answer, conf = guess.answer, guess.confidence
             parent = self._think_id(memory)
         else:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import urllib.parse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from envs.config import Options, require
@@ -26,7 +28,45 @@ class VimragOptions(Options):
                 "to the valid actions"})
     checkpoint_db: str | None = dataclasses.field(default=None, metadata={
         "help": "SQLite file for the LangGraph checkpointer (resumable threads); none: no checkpointer"})
+    reader: Literal["trained", "openai", "hf"] = dataclasses.field(default="trained", metadata={
+        "help": "trained: the reader trained on the train split; openai: a VLM behind an OpenAI-compatible endpoint "
+                "(reader_url, reader_model); hf: a transformers VLM in a local folder (reader_path)"})
+    reader_url: str = dataclasses.field(default="", metadata={
+        "help": "reader=openai: the endpoint, e.g. http://localhost:8000/v1 (must answer GET /models at start-up)"})
+    reader_model: str = dataclasses.field(default="", metadata={
+        "help": "reader=openai: the model id to request; empty: the first one the endpoint lists"})
+    reader_path: str = dataclasses.field(default="", metadata={
+        "help": "reader=hf: a folder with a transformers image-text-to-text model and its processor"})
+    reader_patch_px: int = dataclasses.field(default=28, metadata={
+        "help": "external readers: pixels per side of one visual token; a g x g grant is sent as a "
+                "(g * reader_patch_px)-pixel image"})
+    reader_timeout_s: float = dataclasses.field(default=60.0, metadata={
+        "help": "reader=openai: seconds to wait for one HTTP request"})
+    reader_api_key_env: str = dataclasses.field(default="", metadata={
+        "help": "reader=openai: name of the environment variable holding the API key (none sent when empty)"})
+    reader_max_tokens: int = dataclasses.field(default=16, metadata={
+        "help": "external readers: the most tokens of a reply"})
 
     def check(self) -> None:
         require(self.budget > 0, f"option budget must be a positive integer, got {self.budget}")
         require(self.max_steps >= 2, f"option max_steps must be >= 2, got {self.max_steps}")
+        require(self.reader != "openai" or bool(self.reader_url),
+                "option reader=openai needs reader_url=<endpoint>, e.g. reader_url=http://localhost:8000/v1")
+        require(self.reader != "hf" or bool(self.reader_path),
+                "option reader=hf needs reader_path=<folder of a transformers vision-language model>")
+        require(self.reader == "openai" or not (self.reader_url or self.reader_model or self.reader_api_key_env),
+                f"options reader_url/reader_model/reader_api_key_env need reader=openai, got reader={self.reader}")
+        require(self.reader == "hf" or not self.reader_path,
+                f"option reader_path needs reader=hf, got reader={self.reader}")
+        if self.reader == "hf":  # cheap local check, so a wrong path fails before the corpus is loaded
+            require(Path(self.reader_path).expanduser().is_dir(),
+                    f"option reader_path {self.reader_path!r} is not a folder (expected a transformers "
+                    "vision-language model saved with save_pretrained, model and processor)")
+        if self.reader == "openai":
+            parsed = urllib.parse.urlparse(self.reader_url)
+            require(parsed.scheme in ("http", "https") and bool(parsed.netloc),
+                    f"option reader_url must be an http(s) URL such as http://localhost:8000/v1, got "
+                    f"{self.reader_url!r}")
+        require(self.reader_patch_px > 0, f"option reader_patch_px must be positive, got {self.reader_patch_px}")
+        require(self.reader_timeout_s > 0, f"option reader_timeout_s must be positive, got {self.reader_timeout_s}")
+        require(self.reader_max_tokens > 0, f"option reader_max_tokens must be positive, got {self.reader_max_tokens}")

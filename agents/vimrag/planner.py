@@ -19,6 +19,7 @@ from torch import nn
 
 from agents.vimrag.memory import DagMemory
 from envs.errors import ConfigError
+from perception.lm_choice import LMChooser
 
 ACTIONS: tuple[str, ...] = ("search_text", "search_images", "follow_links", "similar_images", "read", "answer")
 RETRIEVE_ACTIONS = ("search_text", "search_images", "follow_links", "similar_images")
@@ -163,8 +164,8 @@ class ConstrainedLMPlanner:
     """A local causal LM (e.g. SmolLM2-135M-Instruct) as planner, its decoding constrained to the valid actions.
 
     The chat prompt is encoded once; each valid action name is then scored as a continuation of it (mean token
-    log-probability, so multi-token names are not penalised for their length) from a copy of the prompt's KV cache,
-    and the best one is taken: the model can only ever answer with a valid action, and the choice is deterministic.
+    log-probability, so multi-token names are not penalised for their length, see :class:`perception.lm_choice.
+    LMChooser`), and the best one is taken: the model can only ever answer with a valid action, deterministically.
     """
 
     name = "lm"
@@ -177,28 +178,9 @@ class ConstrainedLMPlanner:
 
     def action_scores(self, system: str, user: str, valid: list[str]) -> dict[str, float]:
         """Mean log-probability of each action name as the assistant's reply."""
-        import copy
-        import inspect
-
-        # transformers 5 renamed the forward's KV-cache argument (``past_key_values`` -> ``cache``).
-        cache_kw = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        ids = self.tokenizer.apply_chat_template([{"role": "system", "content": system},
-                                                  {"role": "user", "content": user}],
-                                                 add_generation_prompt=True, return_tensors="pt")
-        ids = ids["input_ids"] if not torch.is_tensor(ids) else ids
-        with torch.no_grad():
-            out = self.model(input_ids=ids, use_cache=True)
-            first = out.logits[0, -1].log_softmax(-1)
-            scores = {}
-            for action in valid:
-                cont = torch.tensor([self.tokenizer(action, add_special_tokens=False)["input_ids"]])
-                logp = [first[cont[0, 0]]]
-                if cont.shape[1] > 1:
-                    cache = {cache_kw: copy.deepcopy(out.past_key_values)}  # each action from the prompt's state
-                    more = self.model(input_ids=cont[:, :-1], use_cache=True, **cache).logits[0].log_softmax(-1)
-                    logp += [more[i, cont[0, i + 1]] for i in range(cont.shape[1] - 1)]
-                scores[action] = float(torch.stack(logp).mean())
-        return scores
+        chooser = LMChooser(self.model, self.tokenizer)
+        chooser.start(system, user)
+        return dict(zip(valid, chooser.scores(valid), strict=True))
 
     def choose(self, q_emb: np.ndarray, question: str, memory: DagMemory, expanded: list[int], step: int,
                max_steps: int, history: list[str], rng: np.random.Generator | None = None) -> str:

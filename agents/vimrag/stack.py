@@ -15,7 +15,7 @@ from typing import Any
 
 from agents.vimrag.agent import VimragAgent
 from agents.vimrag.ggpo import TrainConfig, train_planner
-from agents.vimrag.options import DEFAULT_BUDGET
+from agents.vimrag.options import DEFAULT_BUDGET, VimragOptions
 from agents.vimrag.planner import LearnedPlanner
 from envs.rag.corpus import corpus_dir
 from policies.vimrag.knowledge_base import KnowledgeBase, load_knowledge_base
@@ -61,6 +61,39 @@ def trained_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: i
         return planner
 
 
+@functools.lru_cache(maxsize=2)
+def _local_vlm(path: str, max_new_tokens: int):
+    # One load per process: the harness rebuilds the policy for every (task, policy) cell.
+    from perception.external_vlm import LocalVLM
+
+    return LocalVLM(path, max_new_tokens)
+
+
+def reader_backend(opts: VimragOptions):
+    """The external VLM ``opts.reader`` names (None for the trained reader): the endpoint is contacted, or the
+    local model loaded, here, so an unreachable endpoint or a bad folder is a ConfigError before any question runs
+    (call it before building the stack: that is the slow part)."""
+    if opts.reader == "trained":
+        return None
+    if opts.reader == "openai":
+        from perception.external_vlm import connect_openai
+
+        return connect_openai(opts.reader_url, opts.reader_model, opts.reader_timeout_s, opts.reader_api_key_env,
+                              opts.reader_max_tokens)
+    return _local_vlm(str(Path(opts.reader_path).expanduser().resolve()), opts.reader_max_tokens)
+
+
+def make_reader(stack: Stack, opts: VimragOptions, backend=None):
+    """The reader ``opts.reader`` names: the stack's trained reader, or the external VLM ``backend`` (from
+    :func:`reader_backend`) behind the same interface (:class:`~policies.vimrag.external_reader.ExternalReader`)."""
+    if opts.reader == "trained":
+        return stack.reader
+    from policies.vimrag.external_reader import ExternalReader
+
+    return ExternalReader(stack.kb, stack.reader, backend if backend is not None else reader_backend(opts),
+                          opts.reader_patch_px)
+
+
 class VimragPolicy:
     """Harness policy: ``act`` runs the compiled LangGraph agent on the observed question, returns its answer."""
 
@@ -83,6 +116,7 @@ class VimragPolicy:
     def act(self, obs: dict[str, Any]) -> dict[str, Any]:
         """Answer one question; the action carries the token accounting for the record."""
         t0 = time.perf_counter()
+        usage = self._reader_usage()
         config = {"configurable": {"thread_id": obs["qid"]}, "recursion_limit": 8 * self.agent.max_steps + 8}
         state = self.graph.invoke(self.agent.start(obs["qid"], obs["question"]), config)
         memory = state["memory"]
@@ -92,8 +126,20 @@ class VimragPolicy:
         self.last = {"answer": state["answer"], "visual_tokens": state["visual_tokens"],
                      "text_tokens": state["text_tokens"], "agent_steps": state["step"] + 1,
                      "evidence_recall": recall, "agent_latency_s": time.perf_counter() - t0}
+        if usage is not None:
+            after = self._reader_usage()
+            self.last.update({f"reader_{k}": after[k] - usage[k] for k in usage})
         return dict(self.last)
 
+    def _reader_usage(self) -> dict[str, int] | None:
+        # External readers: VLM calls, and what an endpoint reported it consumed (its own token count).
+        reader = self.agent.reader
+        if not hasattr(reader, "backend"):
+            return None
+        return {"calls": reader.reads, **getattr(reader.backend, "usage", {})}
+
     def episode_info(self) -> dict[str, Any]:
-        """Per-episode extras for the record: agent latency."""
-        return {"agent_latency_s": float(self.last.get("agent_latency_s", 0.0))}
+        """Per-episode extras for the record: agent latency; with an external reader its calls (and the endpoint's
+        reported token usage)."""
+        return {"agent_latency_s": float(self.last.get("agent_latency_s", 0.0)),
+                **{k: v for k, v in self.last.items() if k.startswith("reader_")}}

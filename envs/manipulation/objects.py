@@ -356,7 +356,7 @@ def category_mesh(category: str, radius: float, height: float, shape: dict[str, 
     elif category == "can":
         prof = [(0.0, 0.0), (r * 0.95, 0.0), (r, 0.006), (r, h - 0.006), (r * 0.95, h), (0.0, h)]
         parts = [_revolution(prof, v_range=(1.0, 0.0))]
-    elif category == "box":
+    elif category in ("box", "book"):  # a book (VLABench tasks only) is a thin box with a printed cover
         return _box(r, r * shape.get("depth", 1.0), h)
     elif category == "apple":
         rr = r

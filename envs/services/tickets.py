@@ -82,12 +82,16 @@ def escalate_ticket(conn: sqlite3.Connection, a: dict[str, Any]) -> dict[str, An
 TICKET_ID = obj({"ticket_id": INT})
 STATUS_OUT = obj({"ticket_id": INT, "status": STR})
 TEAM = {"type": "string", "enum": list(TEAMS)}
+# What list_tickets returns per ticket (the columns of its SELECT); declared so program checking and construction
+# know the fields (assignee is null while unassigned).
+TICKET_ROW = obj({"id": INT, "team": STR, "priority": STR, "age_days": INT,
+                  "assignee": {"type": ["string", "null"]}})
 TOOLS = (
     ToolSpec("list_tickets", "Tickets in a status, optionally of one team and priority.", "read",
              obj({"status": {"type": "string", "enum": list(STATUSES)}},
                  {"team": TEAM, "priority": {"type": "string", "enum": list(PRIORITIES)},
                   "limit": {"type": "integer", "minimum": 1, "maximum": 200}}),
-             obj({"tickets": array({"type": "object"})}), list_tickets),
+             obj({"tickets": array(TICKET_ROW)}), list_tickets),
     ToolSpec("get_ticket", "One ticket.", "read", TICKET_ID, {"type": "object"}, get_ticket),
     ToolSpec("list_agents", "Support agents of a team, least loaded first.", "read", obj({"team": TEAM}),
              obj({"agents": array(obj({"name": STR, "load": INT}))}), list_agents),

@@ -15,6 +15,9 @@ class RunningMeanStd:
         self.count = 0
         self.mean = torch.zeros(shape, dtype=torch.float64)
         self.m2 = torch.zeros(shape, dtype=torch.float64)  # float64 so millions of updates do not drift
+        self._shape = tuple(shape)
+        self._mean_np = self.mean.numpy().reshape(-1)  # views: loads copy_ into the tensors, so they stay valid
+        self._m2_np = self.m2.numpy().reshape(-1)
 
     def update(self, x: torch.Tensor) -> None:
         """Add one sample."""
@@ -22,15 +25,14 @@ class RunningMeanStd:
 
     def update_and_normalize(self, x: torch.Tensor, eps: float) -> torch.Tensor:
         """Add one sample, then return it as (x − mean)/√(var + ε) in float32: one fused pass (the kernel)."""
-        if tuple(x.shape) != tuple(self.mean.shape):
-            raise ValueError(f"observation shape {tuple(x.shape)} != normaliser shape {tuple(self.mean.shape)}")
-        x = x.detach().cpu()
-        if x.dtype == torch.bool:
-            x = x.to(torch.uint8)
+        if tuple(x.shape) != self._shape:
+            raise ValueError(f"observation shape {tuple(x.shape)} != normaliser shape {self._shape}")
+        x_np = np.ascontiguousarray(x.detach().cpu().numpy()).reshape(-1)
+        if x_np.dtype == np.bool_:
+            x_np = x_np.view(np.uint8)  # the same 0/1 values, without a conversion pass
         self.count += 1
-        out = torch.empty(self.mean.shape, dtype=torch.float32)
-        welford_normalize_(np.ascontiguousarray(x.numpy()).reshape(-1), self.count, self.mean.numpy().reshape(-1),
-                           self.m2.numpy().reshape(-1), eps, out.numpy().reshape(-1))
+        out = torch.empty(self._shape, dtype=torch.float32)
+        welford_normalize_(x_np, self.count, self._mean_np, self._m2_np, eps, out.numpy().reshape(-1))
         return out
 
     @property

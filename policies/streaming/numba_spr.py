@@ -5,10 +5,11 @@ with the K actions taken, projection + predictor map each ẑ_k to a prediction,
 target_k) is taken against the EMA target encoder + projection of o_1..o_K. On MinAtar's 8×8 latent the torch
 autograd version spends ~3 ms per update on ~60 op dispatches and the graph; here the whole forward and reverse
 pass (~8 M multiply-adds) is one call over numpy views of the modules' weights (ObGD's and the EMA's in-place
-updates show through).
+updates show through). Convolutions and linear layers are BLAS GEMMs over wide patches (``numba_net.im2col_wide``),
+the projection/predictor/target layers batched over the K steps.
 
 Results match autograd to float32 rounding, not bit for bit (different summation order); deterministic for a
-given machine and build.
+given machine, build and BLAS thread count.
 """
 
 from __future__ import annotations
@@ -18,90 +19,34 @@ import numpy as np
 from torch import nn
 
 from policies.streaming.kernels import FASTMATH
-from policies.streaming.numba_net import im2col, layer_norm_lrelu, lrelu_ln_backward
+from policies.streaming.numba_net import (
+    col2im_wide_add,
+    from_wide,
+    im2col_wide,
+    layer_norm_lrelu,
+    lrelu_ln_backward,
+    to_wide,
+)
 
 
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _im2col_same(x, k, cols):  # x (C, H, W), stride 1, zero padding (k−1)/2: cols[p*W+q, (c*k+i)*k+j]
-    n_in, height, width = x.shape
-    pad = (k - 1) // 2
-    for p in range(height):
-        for q in range(width):
-            pq = p * width + q
-            for c in range(n_in):
-                for i in range(k):
-                    r = p + i - pad
-                    for j in range(k):
-                        s = q + j - pad
-                        inside = 0 <= r < height and 0 <= s < width
-                        cols[pq, (c * k + i) * k + j] = x[c, r, s] if inside else np.float32(0.0)
+@numba.njit(cache=True)
+def _pad_into(v, n_ch, height, width, pad, xp):  # xp[c, p+pad, q+pad] = v[c·H·W + p·W + q]; the border is untouched
+    for c in range(n_ch):
+        for p in range(height):
+            src = v[(c * height + p) * width:]
+            dst = xp[c, p + pad, pad:]
+            for q in range(width):
+                dst[q] = src[q]
 
 
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _col2im_same_add(dcols, k, dx):  # dx[c, r, s] += the patches' entries for channels c < dx.shape[0]
-    n_in, height, width = dx.shape
-    pad = (k - 1) // 2
-    for p in range(height):
-        for q in range(width):
-            pq = p * width + q
-            for c in range(n_in):
-                for i in range(k):
-                    r = p + i - pad
-                    if 0 <= r < height:
-                        for j in range(k):
-                            s = q + j - pad
-                            if 0 <= s < width:
-                                dx[c, r, s] += dcols[pq, (c * k + i) * k + j]
-
-
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _conv(cols, w, b, out):  # out[o·P + pq] = w[o] · cols[pq] + b[o] (channel-major, as torch flattens)
-    n_pos, n_patch = cols.shape
-    for o in range(w.shape[0]):
-        for pq in range(n_pos):
-            acc = np.float32(0.0)
-            for t in range(n_patch):
-                acc += w[o, t] * cols[pq, t]
-            out[o * n_pos + pq] = acc + b[o]
-
-
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _conv_backward(d, cols, w, gw, gb, dcols, need_input):  # accumulates gw, gb; dcols = wᵀ d (overwritten)
-    n_pos, n_patch = cols.shape
-    for o in range(w.shape[0]):
-        acc = np.float32(0.0)
-        for pq in range(n_pos):
-            dv = d[o * n_pos + pq]
-            acc += dv
-            for t in range(n_patch):
-                gw[o, t] += dv * cols[pq, t]
-        gb[o] += acc
-    if need_input:
-        dcols[:] = 0.0
-        for pq in range(n_pos):
-            for o in range(w.shape[0]):
-                dv = d[o * n_pos + pq]
-                for t in range(n_patch):
-                    dcols[pq, t] += dv * w[o, t]
-
-
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _linear(w, b, a, out):
-    for j in range(w.shape[0]):
-        acc = np.float32(0.0)
-        for h in range(w.shape[1]):
-            acc += w[j, h] * a[h]
-        out[j] = acc + b[j]
-
-
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _linear_backward_add(g, a, w, gw, gb, da):  # accumulates gW += g aᵀ, gb += g, da += Wᵀ g
-    for j in range(w.shape[0]):
-        gj = g[j]
-        gb[j] += gj
-        for h in range(w.shape[1]):
-            gw[j, h] += gj * a[h]
-            da[h] += w[j, h] * gj
+@numba.njit(cache=True)
+def _unpad_add(xp, n_ch, height, width, pad, v):  # v[c·H·W + p·W + q] += xp[c, p+pad, q+pad] for channels < n_ch
+    for c in range(n_ch):
+        for p in range(height):
+            src = xp[c, p + pad, pad:]
+            dst = v[(c * height + p) * width:]
+            for q in range(width):
+                dst[q] += src[q]
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
@@ -109,55 +54,81 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
                    we, be, w1, b1, w2, b2, wp, bp, wq, bq, twe, tbe, twp, tbp,
                    gwe, gbe, gw1, gb1, gw2, gb2, gwp, gbp, gwq, gbq):
     n_steps = actions.shape[0]
-    n_pos = lat_h * lat_w
-    n_lat = lat_c * n_pos
+    n_lat = lat_c * lat_h * lat_w
     dim = wp.shape[0]
     f32 = np.float32
+    in_c, in_h, in_w = obs.shape[1], obs.shape[2], obs.shape[3]
+    obs_flat = obs.reshape(obs.shape[0], in_c * in_h * in_w)
+    len_e = (lat_h - 1) * in_w + lat_w  # the encoder's wide output length
+    pad = (tk - 1) // 2
+    hp, wpd = lat_h + 2 * pad, lat_w + 2 * pad  # the transition model's zero-padded latent
+    len_t = (lat_h - 1) * wpd + lat_w
+    n_in1 = lat_c + n_actions
     # -- forward: online encoder on o_0 ------------------------------------------------------------------
-    cols_e = np.empty((obs.shape[0], n_pos, we.shape[1]), f32)
-    im2col(obs, enc_k, enc_stride, cols_e)
+    cols_e = np.empty((in_c * enc_k * enc_k, len_e), f32)
+    wide_e = np.empty((lat_c, len_e), f32)
     v = np.empty(n_lat, f32)
     ye = np.empty(n_lat, f32)
     z = np.empty((n_steps + 1, n_lat), f32)
-    _conv(cols_e[0], we, be, v)
+    im2col_wide(obs_flat[0], in_c, in_h, in_w, enc_k, enc_stride, cols_e)
+    np.dot(we, cols_e, wide_e)
+    from_wide(wide_e, be, lat_h, lat_w, in_w, v)
     re = layer_norm_lrelu(v, ye, z[0], slope, eps)
-    # -- transition model rolled with the actions taken ------------------------------------------------------
-    x = np.zeros((lat_c + n_actions, lat_h, lat_w), f32)
-    cols1 = np.empty((n_steps, n_pos, (lat_c + n_actions) * tk * tk), f32)
-    cols2 = np.empty((n_steps, n_pos, lat_c * tk * tk), f32)
+    # -- transition model rolled with the actions taken (patches kept for the reverse pass) -----------------
+    xp1 = np.zeros((n_in1, hp, wpd), f32)  # zero-padded input: latent channels, then the action planes
+    xp2 = np.zeros((lat_c, hp, wpd), f32)
+    cols1 = np.empty((n_in1 * tk * tk, len_t), f32)
+    cols2 = np.empty((lat_c * tk * tk, len_t), f32)
+    # every step's patches side by side, (C·k·k, K, L): the weight gradients of all K steps are then one GEMM each
+    cols1_all = np.empty((n_in1 * tk * tk, n_steps, len_t), f32)
+    cols2_all = np.empty((lat_c * tk * tk, n_steps, len_t), f32)
+    wide_t = np.empty((lat_c, len_t), f32)
     y1 = np.empty((n_steps, n_lat), f32)
     a1 = np.empty((n_steps, n_lat), f32)
     y2 = np.empty((n_steps, n_lat), f32)
     r1 = np.empty(n_steps)
     r2 = np.empty(n_steps)
     for s in range(n_steps):
-        x[:lat_c] = z[s].reshape(lat_c, lat_h, lat_w)
-        x[lat_c:] = 0.0
-        x[lat_c + actions[s]] = 1.0  # the action's one-hot plane
-        _im2col_same(x, tk, cols1[s])
-        _conv(cols1[s], w1, b1, v)
+        _pad_into(z[s], lat_c, lat_h, lat_w, pad, xp1)
+        xp1[lat_c:] = 0.0
+        xp1[lat_c + actions[s], pad:pad + lat_h, pad:pad + lat_w] = 1.0  # the action's one-hot plane
+        im2col_wide(xp1.reshape(n_in1 * hp * wpd), n_in1, hp, wpd, tk, 1, cols1)
+        cols1_all[:, s, :] = cols1
+        np.dot(w1, cols1, wide_t)
+        from_wide(wide_t, b1, lat_h, lat_w, wpd, v)
         r1[s] = layer_norm_lrelu(v, y1[s], a1[s], slope, eps)
-        _im2col_same(a1[s].reshape(lat_c, lat_h, lat_w), tk, cols2[s])
-        _conv(cols2[s], w2, b2, v)
+        _pad_into(a1[s], lat_c, lat_h, lat_w, pad, xp2)
+        im2col_wide(xp2.reshape(lat_c * hp * wpd), lat_c, hp, wpd, tk, 1, cols2)
+        cols2_all[:, s, :] = cols2
+        np.dot(w2, cols2, wide_t)
+        from_wide(wide_t, b2, lat_h, lat_w, wpd, v)
         r2[s] = layer_norm_lrelu(v, y2[s], z[s + 1], slope, eps)
-    # -- projection + predictor; the EMA targets of o_1..o_K -------------------------------------------------
-    hid = np.empty(dim, f32)
+    # -- projection + predictor on all K rolled latents at once; the EMA targets of o_1..o_K -----------------
+    hid = np.empty((n_steps, dim), f32)
     yp = np.empty((n_steps, dim), f32)
     ap = np.empty((n_steps, dim), f32)
     rp = np.empty(n_steps)
     pred = np.empty((n_steps, dim), f32)
-    tgt = np.empty((n_steps, dim), f32)
-    tz = np.empty(n_lat, f32)
+    np.dot(z[1:], wp.T, hid)
+    for s in range(n_steps):
+        hid[s] += bp
+        rp[s] = layer_norm_lrelu(hid[s], yp[s], ap[s], slope, eps)
+    np.dot(ap, wq.T, pred)
+    for s in range(n_steps):
+        pred[s] += bq
+    tz = np.empty((n_steps, n_lat), f32)
     ty = np.empty(n_lat, f32)
+    for s in range(n_steps):
+        im2col_wide(obs_flat[s + 1], in_c, in_h, in_w, enc_k, enc_stride, cols_e)
+        np.dot(twe, cols_e, wide_e)
+        from_wide(wide_e, tbe, lat_h, lat_w, in_w, v)
+        layer_norm_lrelu(v, ty, tz[s], slope, eps)
+    np.dot(tz, twp.T, hid)
+    tgt = np.empty((n_steps, dim), f32)
     tyh = np.empty(dim, f32)
     for s in range(n_steps):
-        _linear(wp, bp, z[s + 1], hid)
-        rp[s] = layer_norm_lrelu(hid, yp[s], ap[s], slope, eps)
-        _linear(wq, bq, ap[s], pred[s])
-        _conv(cols_e[s + 1], twe, tbe, v)
-        layer_norm_lrelu(v, ty, tz, slope, eps)
-        _linear(twp, tbp, tz, hid)
-        layer_norm_lrelu(hid, tyh, tgt[s], slope, eps)
+        hid[s] += tbp
+        layer_norm_lrelu(hid[s], tyh, tgt[s], slope, eps)
     # -- loss −Σ cos(pred_k, target_k) and its gradient w.r.t. the predictions -------------------------------
     loss = 0.0
     dpred = np.empty((n_steps, dim), f32)
@@ -175,35 +146,61 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
         loss -= cos
         for j in range(dim):
             dpred[s, j] = -(tgt[s, j] / (pn * tn) - cos * pred[s, j] / (pn * pn))
-    # -- reverse pass -------------------------------------------------------------------------------------
-    for g in (gwe, gw1, gw2, gwp, gwq):
-        g[:] = 0.0
-    for g in (gbe, gb1, gb2, gbp, gbq):
-        g[:] = 0.0
-    dz = np.zeros((n_steps + 1, n_lat), f32)
-    dap = np.empty(dim, f32)
+    # -- reverse pass (the weight gradients of the K rows as GEMMs; biases as column sums) -------------------
+    gbq[:] = 0.0
+    gbp[:] = 0.0
     for s in range(n_steps):
-        dap[:] = 0.0
-        _linear_backward_add(dpred[s], ap[s], wq, gwq, gbq, dap)
-        lrelu_ln_backward(dap, yp[s], rp[s], slope)
-        _linear_backward_add(dap, z[s + 1], wp, gwp, gbp, dz[s + 1])
-    dcols1 = np.empty_like(cols1[0])
-    dcols2 = np.empty_like(cols2[0])
-    da1 = np.empty((lat_c, lat_h, lat_w), f32)
+        gbq += dpred[s]
+    np.dot(dpred.T, ap, gwq)
+    dap = np.dot(dpred, wq)
+    for s in range(n_steps):
+        lrelu_ln_backward(dap[s], yp[s], rp[s], slope)
+        gbp += dap[s]
+    np.dot(dap.T, z[1:], gwp)
+    dz = np.empty((n_steps + 1, n_lat), f32)
+    dz[0] = 0.0
+    np.dot(dap, wp, dz[1:])
+    for g in (gb1, gb2):
+        g[:] = 0.0
+    dwide = np.empty((lat_c, len_t), f32)
+    dwide1_all = np.empty((lat_c, n_steps, len_t), f32)  # the cotangents of every step, as cols*_all
+    dwide2_all = np.empty((lat_c, n_steps, len_t), f32)
+    dcols1 = np.empty((n_in1 * tk * tk, len_t), f32)
+    dcols2 = np.empty((lat_c * tk * tk, len_t), f32)
+    dxp1 = np.empty(n_in1 * hp * wpd, f32)
+    dxp2 = np.empty(lat_c * hp * wpd, f32)
     d = np.empty(n_lat, f32)
     for s in range(n_steps - 1, -1, -1):  # dz[s+1] is complete: its projection and transition s+1 are done
         d[:] = dz[s + 1]
         lrelu_ln_backward(d, y2[s], r2[s], slope)
-        _conv_backward(d, cols2[s], w2, gw2, gb2, dcols2, True)
-        da1[:] = 0.0
-        _col2im_same_add(dcols2, tk, da1)
-        d[:] = da1.reshape(n_lat)
+        to_wide(d, lat_h, lat_w, wpd, dwide)
+        for o in range(lat_c):
+            gb2[o] += dwide[o].sum()
+        dwide2_all[:, s, :] = dwide
+        np.dot(w2.T, dwide, dcols2)
+        dxp2[:] = 0.0
+        col2im_wide_add(dcols2, lat_c, hp, wpd, tk, 1, dxp2)
+        d[:] = 0.0
+        _unpad_add(dxp2.reshape(lat_c, hp, wpd), lat_c, lat_h, lat_w, pad, d)
         lrelu_ln_backward(d, y1[s], r1[s], slope)
-        _conv_backward(d, cols1[s], w1, gw1, gb1, dcols1, True)
-        _col2im_same_add(dcols1, tk, dz[s].reshape(lat_c, lat_h, lat_w))  # the action planes take no gradient
+        to_wide(d, lat_h, lat_w, wpd, dwide)
+        for o in range(lat_c):
+            gb1[o] += dwide[o].sum()
+        dwide1_all[:, s, :] = dwide
+        np.dot(w1.T, dwide, dcols1)
+        dxp1[:] = 0.0
+        col2im_wide_add(dcols1, n_in1, hp, wpd, tk, 1, dxp1)
+        _unpad_add(dxp1.reshape(n_in1, hp, wpd), lat_c, lat_h, lat_w, pad, dz[s])  # action planes: no gradient
+    n_cols = n_steps * len_t
+    np.dot(dwide1_all.reshape(lat_c, n_cols), cols1_all.reshape(cols1_all.shape[0], n_cols).T, gw1)
+    np.dot(dwide2_all.reshape(lat_c, n_cols), cols2_all.reshape(cols2_all.shape[0], n_cols).T, gw2)
     d[:] = dz[0]
     lrelu_ln_backward(d, ye, re, slope)
-    _conv_backward(d, cols_e[0], we, gwe, gbe, dcols1, False)
+    to_wide(d, lat_h, lat_w, in_w, wide_e)
+    for o in range(lat_c):
+        gbe[o] = wide_e[o].sum()
+    im2col_wide(obs_flat[0], in_c, in_h, in_w, enc_k, enc_stride, cols_e)  # o_0's patches (reused for targets)
+    np.dot(wide_e, cols_e.T, gwe)
     return loss
 
 

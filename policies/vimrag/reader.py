@@ -11,6 +11,7 @@ exactly the rows fed to the attention.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,8 +131,12 @@ class VisualReader:
         return {i: float(x) for i, x in zip(image_ids, w, strict=True)}
 
     @torch.no_grad()
-    def read(self, q_emb: np.ndarray, context: set[str], images: list[tuple[str, int]]) -> Reading:
-        """Answer from the given images at their token levels (g == 0 entries are skipped: dropped images)."""
+    def read(self, q_emb: np.ndarray, context: set[str], images: list[tuple[str, int]], question: str = "",
+             documents: Sequence[str] = ()) -> Reading:
+        """Answer from the given images at their token levels (g == 0 entries are skipped: dropped images).
+
+        ``question`` and ``documents`` (texts) are part of the reader interface for external VLMs; this reader
+        has the question's embedding and the identifiers in ``context`` instead and ignores them."""
         kept = [(i, g) for i, g in images if g > 0]
         t = self.batch([(q_emb, context, kept)])
         logp = self.net(**t)[0]

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from agents.toolpro.graph import ToolProPolicy
+from agents.toolpro.options import ToolProOptions
 from envs.services.env import WorkflowEnv, WorkflowEnvOptions
 from envs.services.workflows import TASKS
-from sim_benchmarks.registry import PolicySpec, SuiteSpec, register_policy, register_suite
+from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
 
 SUITE = "toolpro"
 
@@ -29,6 +30,11 @@ def episode_metrics(info: dict[str, Any], total_return: float, steps: int) -> di
             "return": float(total_return), "state_diff": int(info.get("state_diff", -1)),
             "extra_rows": int(info.get("extra_rows", -1)), "missing_rows": int(info.get("missing_rows", -1)),
             "changed_rows": int(info.get("changed_rows", -1)), "answered": bool(info.get("answered", False))}
+
+
+def _policy(ctx: PolicyContext, mode: str) -> ToolProPolicy:
+    opts = ToolProOptions.from_options(ctx.options)
+    return ToolProPolicy(mode, opts.constructor, opts.constructor_seed)  # type: ignore[arg-type]
 
 
 register_suite(SuiteSpec(
@@ -48,5 +54,5 @@ for _name, _mode, _desc in (
     ("program_only", "program", "always ship the checked program to the service (one round trip)"),
     ("stepwise", "stepwise", "ReAct-style baseline: one MCP round trip per tool call"),
 ):
-    register_policy(PolicySpec(name=_name, description=_desc, factory=lambda ctx, m=_mode: ToolProPolicy(m),
-                               suites=(SUITE,)))
+    register_policy(PolicySpec(name=_name, description=_desc, factory=lambda ctx, m=_mode: _policy(ctx, m),
+                               suites=(SUITE,), options_type=ToolProOptions))

@@ -77,9 +77,10 @@ register_suite(SuiteSpec(
 def _factory(mode: str):
     def build(ctx: PolicyContext):
         from agents.vimrag.agent import VimragAgent
-        from agents.vimrag.stack import VimragPolicy, load_stack, trained_planner
+        from agents.vimrag.stack import VimragPolicy, load_stack, make_reader, reader_backend, trained_planner
 
         opts = VimragOptions.from_options(ctx.options, strict=False)
+        backend = reader_backend(opts)  # first: an unreachable endpoint fails before the stack is built
         corpus = ctx.env.unwrapped.corpus
         stack = load_stack(corpus.seed, getattr(ctx.env.unwrapped, "corpus_folder", None))
         if opts.planner == "smollm2":
@@ -90,7 +91,7 @@ def _factory(mode: str):
         else:
             planner = trained_planner(stack, opts.credit, opts.planner_seed)
         gold = {q.qid: q for q in corpus.questions}
-        agent = VimragAgent(stack.tools, stack.reader, planner, mode=mode, budget=opts.budget,
+        agent = VimragAgent(stack.tools, make_reader(stack, opts, backend), planner, mode=mode, budget=opts.budget,
                             max_steps=opts.max_steps, gold=gold)
         return VimragPolicy(agent, opts.checkpoint_db)
 

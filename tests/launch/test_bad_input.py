@@ -144,6 +144,14 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     # the second policy's checkpoint is corrupt: found before the first policy's episodes are written
     ("eval", lambda w: ["--env", "generic_simpler/fractal_pick", "--policy", "random,generic", "--episodes", "1",
                         "--policy-option", f"vla_checkpoint={w}/trunc_ckpt", "--out", f"{w}/o"], "sha256"),
+    # the vimrag reader options are checked before the corpus is loaded
+    ("eval", lambda w: ["--env", "vimrag", "--policy-option", "reader=hf", "--out", f"{w}/o"], "needs reader_path"),
+    ("eval", lambda w: ["--env", "vimrag", "--policy-option", "reader=hf", "--policy-option",
+                        f"reader_path={w}/missing", "--out", f"{w}/o"], "is not a folder"),
+    ("eval", lambda w: ["--env", "vimrag", "--policy-option", "reader=openai", "--policy-option",
+                        "reader_url=localhost:8000", "--out", f"{w}/o"], "must be an http(s) URL"),
+    ("eval", lambda w: ["--env", "vimrag", "--policy-option", "reader_url=http://x", "--out", f"{w}/o"],
+     "need reader=openai"),
     # ---- launch.eval: the results folder
     ("eval", lambda w: ["--env", "games", "--out", f"{w}/file"], "is a file"),
     ("eval", lambda w: ["--env", "games", "--out", f"{w}/file/sub"], "is a file"),

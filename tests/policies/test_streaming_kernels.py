@@ -8,6 +8,7 @@ from policies.streaming.kernels import (
     decay_add_outer_l1_,
     l1_norm,
     momentum_project_,
+    momentum_project_step_,
     welford_normalize_,
 )
 
@@ -51,6 +52,20 @@ def test_momentum_project_matches_numpy():
     np.testing.assert_allclose(out, u, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(c, 0.9 * c0 + 0.1 * u, rtol=1e-12, atol=1e-12)
     assert abs(out @ c0) < 1e-9
+
+
+def test_momentum_project_step_applies_the_projected_gradient():
+    rng = np.random.default_rng(3)
+    g, c = rng.normal(size=300).astype(np.float32), rng.normal(size=300).astype(np.float32)
+    params = rng.normal(size=300).astype(np.float32)
+    c_ref, u = c.copy(), np.empty_like(g)
+    momentum_project_(g, c_ref, 0.9, 1e-12, u)
+    expected = params + np.float32(-0.02) * u
+    momentum_project_step_(g, c, 0.9, 1e-12, params, -0.02)
+    np.testing.assert_array_equal(c, c_ref)  # the buffer update is the same computation
+    np.testing.assert_allclose(params, expected, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="differ in size"):
+        momentum_project_step_(g, c, 0.9, 1e-12, params[:10], -0.02)
 
 
 def test_welford_normalize_matches_two_pass_statistics():

@@ -15,7 +15,7 @@ from policies.streaming.networks import (
     fused_forward,
     param_views,
 )
-from policies.streaming.numba_net import NumbaNetwork
+from policies.streaming.numba_net import NumbaNetwork, col2im_wide_add, from_wide, im2col_wide, to_wide
 from policies.streaming.obgd import ObGD
 
 
@@ -90,10 +90,10 @@ def test_bad_use_is_refused():
 IM2COL_SHAPES = [("atari", (4, 84, 84), 4), ("octax", (4, 32, 64), 5)]
 
 
-@pytest.mark.parametrize("suite, shape, n_out", IM2COL_SHAPES)
+@pytest.mark.parametrize("suite, shape, n_out", [("minatar", (4, 10, 10), 3), *IM2COL_SHAPES])
 def test_deferred_outer_product_gives_the_same_trace(suite, shape, n_out):
     net, flat = _net(shape[0], n_out, seed=1, suite=suite, shape=shape)
-    fast = Im2colNetwork(net, shape)
+    fast = (NumbaNetwork if suite == "minatar" else Im2colNetwork)(net, shape)
     x = np.random.default_rng(0).standard_normal((2, *shape)).astype(np.float32)
     cot = np.eye(n_out, dtype=np.float32)[1]
     fast.forward(x)
@@ -124,6 +124,32 @@ def test_col2im_is_the_adjoint_of_im2col():
     col2im_hwc(d, k, stride, dx)
     assert float((cols[0] * d).sum()) == pytest.approx(float((x[0] * dx).sum()), rel=1e-5)  # ⟨Ax, d⟩ = ⟨x, Aᵀd⟩
     assert cols[0, 1, 0] == x[0, 0, 2, 0] and cols[0, 1, k * k] == x[0, 0, 2, 1]  # torch's (C, kH, kW) order
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_wide_patches_give_torch_conv_and_their_adjoint(stride):
+    rng = np.random.default_rng(stride)
+    c, h, w, k = 3, 9, 11, 3
+    x = rng.standard_normal((c, h, w)).astype(np.float32)
+    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    length = (ho - 1) * w + wo  # output (p, q) at p·W + q; the columns q ≥ wo of each row are junk
+    cols = np.zeros((c * k * k, length), np.float32)
+    im2col_wide(x.reshape(-1), c, h, w, k, stride, cols)
+    weight = rng.standard_normal((5, c, k, k)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    out = np.empty(5 * ho * wo, np.float32)
+    from_wide(weight.reshape(5, -1) @ cols, bias, ho, wo, w, out)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x[None]), torch.from_numpy(weight), torch.from_numpy(bias),
+                                     stride)
+    np.testing.assert_allclose(out, ref.numpy().reshape(-1), rtol=1e-5, atol=1e-5)
+    d = np.zeros((c * k * k, length), np.float32)
+    for r in range(c * k * k):  # a cotangent that is zero on the junk columns, as the backward passes build it
+        wide_row = np.zeros((1, length), np.float32)
+        to_wide(rng.standard_normal(ho * wo).astype(np.float32), ho, wo, w, wide_row)
+        d[r] = wide_row[0]
+    dx = np.zeros(c * h * w, np.float32)
+    col2im_wide_add(d, c, h, w, k, stride, dx)
+    assert float((cols * d).sum()) == pytest.approx(float((x.reshape(-1) * dx).sum()), rel=1e-5)  # ⟨Ax,d⟩=⟨x,Aᵀd⟩
 
 
 def test_im2col_net_reads_weights_live_and_refuses_bad_use():

@@ -51,9 +51,11 @@ def test_loss_and_gradients_match_autograd(channels, n_actions, k):
 def test_weights_and_targets_are_read_live():
     ag = _agent_with_window((4, 10, 10), 3, 3, seed=1)
     before = _both(ag)[0]
-    with torch.no_grad():  # in-place updates as ObGD and the EMA make them
-        ag.flat.mul_(1.1)
-        ag.target_proj_flat.add_(0.05)
+    rng = np.random.default_rng(7)
+    with torch.no_grad():  # in-place updates as ObGD and the EMA make them (random directions: every layer is
+        # followed by a LayerNorm, so a uniform scale or shift of a layer's weights would leave the loss unchanged)
+        for flat in (ag.flat, ag.target_proj_flat):
+            flat.add_(torch.from_numpy(rng.normal(scale=0.05, size=flat.shape).astype(np.float32)))
     loss_fast, fast, loss_ref, ref = _both(ag)
     assert loss_fast != pytest.approx(before)
     assert loss_fast == pytest.approx(loss_ref, rel=1e-5, abs=1e-6)

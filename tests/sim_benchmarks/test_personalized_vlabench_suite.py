@@ -18,6 +18,16 @@ def test_suite_registered_with_every_policy_of_the_vap_table():
     assert "personalized_simpler" in registry.policies()["vap"].suites
 
 
+def test_bare_suite_runs_the_pick_and_place_tasks_and_the_others_by_name():
+    from sim_benchmarks.evaluation import resolve_env
+
+    suite, tasks = resolve_env("personalized_vlabench")
+    assert tasks == ["select_my_pick", "select_my_in_box", "select_my_on_plate"]
+    assert {"select_my_from_shelf", "select_my_button"} <= set(suite.tasks)
+    assert resolve_env("personalized_vlabench/select_my_button")[1] == ["select_my_button"]
+    assert resolve_env("personalized_simpler")[1] == list(registry.suites()["personalized_simpler"].tasks)
+
+
 @pytest.mark.parametrize("args, word", [
     (["--env-option", "track=bogus"], "bogus"),
     (["--env-option", "cameras=front,top"], "top"),

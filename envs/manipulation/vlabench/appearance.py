@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.manipulation.objects import COLOURS, TEXTURE_SIZE, ObjectInstance, instances
+from envs.manipulation.objects import COLOURS, TEXTURE_SIZE, ObjectInstance
 from envs.manipulation.scene import texture_file
+from envs.manipulation.vlabench.books import instances_of
 from envs.manipulation.vlabench.scene import Look
 
 NOVEL_STYLES = ("diagonal", "halves", "rings", "zigzag")
@@ -69,8 +70,8 @@ def novel_texture(rng: np.random.Generator) -> tuple[np.ndarray, str]:
 
 
 def novel_instance(category: str, rng: np.random.Generator, tag: str) -> ObjectInstance:
-    """A body of ``category`` (a test-split shape) that will wear a :func:`novel_texture` design."""
-    pool = instances(category, "test")
+    """A body of ``category`` (a test-split shape, books included) that will wear a :func:`novel_texture` design."""
+    pool = instances_of(category, "test")
     shape = pool[int(rng.integers(len(pool)))]
     return ObjectInstance(f"novel_{category}_{tag}", category, "custom", "custom", "novel", shape.radius,
                           shape.height, dict(shape.shape), "")

@@ -25,14 +25,17 @@ from gymnasium import spaces
 
 from envs.config import Options, require
 from envs.errors import choice_error
-from envs.manipulation.objects import CATEGORIES, ObjectInstance, instance_mesh_path, instances, make_texture
+from envs.manipulation.objects import ObjectInstance, instance_mesh_path
 from envs.manipulation.personal import PersonalObject, render_references
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT, texture_file
 from envs.manipulation.vlabench.appearance import novel_instance, novel_texture, room_look
+from envs.manipulation.vlabench.books import instances_of, texture_of, x_extent
 from envs.manipulation.vlabench.scene import (
     BASE_POS,
     BASE_YAW,
+    BUTTON_TOP,
     CAMERAS,
+    SHELF_THICKNESS,
     TABLE_Z,
     WORKSPACE_HIGH,
     WORKSPACE_LOW,
@@ -42,6 +45,7 @@ from envs.manipulation.vlabench.scene import (
     VLABenchScene,
     apply_delta,
     backend_check,
+    button_name,
     matrix_to_euler,
 )
 from envs.manipulation.vlabench.tasks import TASKS, TRACKS, SelectionTask, subject
@@ -52,6 +56,14 @@ MOVED = 0.05  # metres a distractor may be pushed before it counts as the wrong 
 INTENTION_RADIUS = 0.10  # VLABench's intention score: the TCP came this close to the target
 BOX_HALF, PLATE_RADIUS = 0.085, 0.085
 SPAWN_LOW, SPAWN_HIGH = np.array([-0.28, -0.08]), np.array([0.28, 0.26])
+# The shelf: inner half-width (x) and half-depth (y), board height above the table, panel height above the board;
+# its centre is drawn from SHELF_X, SHELF_Y. Objects stand in one row along x with at least SHELF_GAP between them.
+SHELF_HALF, SHELF_DEPTH, SHELF_BOARD, SHELF_RIM = 0.32, 0.085, (0.08, 0.12), 0.025
+SHELF_X, SHELF_Y, SHELF_GAP = (-0.04, 0.04), (0.12, 0.18), 0.025
+SHELF_CLEAR = 0.05  # lifted this far above the shelf's panels (or carried out of its footprint) = taken out
+# The button task: objects in a row (half-width, centre y range), each button BUTTON_GAP in front of its object.
+BUTTON_ROW_HALF, BUTTON_ROW_Y, BUTTON_HALF, BUTTON_GAP = 0.30, (0.14, 0.22), 0.024, 0.035
+BUTTON_PRESSED = 0.006  # metres of cap travel that count as a press (of BUTTON_TRAVEL)
 
 
 @dataclass(frozen=True)
@@ -143,6 +155,8 @@ class PersonalizedVLABenchEnv(gym.Env):
         self.scene = VLABenchScene(n, self._render_cams)
         self.objects: list[Placed] = []
         self.fixture: Fixture | None = None
+        self.buttons: list[Fixture] = []  # select_my_button: buttons[k] stands in front of objects[k]
+        self._pressed: list[bool] = []
         self._references: dict[str, list[np.ndarray]] = {}
         self._instruction = ""
         self._steps = 0
@@ -152,15 +166,15 @@ class PersonalizedVLABenchEnv(gym.Env):
     # ------------------------------------------------------------------ episode construction
     def _choose(self, rng: np.random.Generator) -> tuple[ObjectInstance, np.ndarray, list[ObjectInstance], str]:
         cfg, track = self.config, self.track
-        category = str(rng.choice(CATEGORIES))
-        pool = instances(category, track.split)
+        category = str(rng.choice(self.task.categories))  # CATEGORIES for the first three tasks: unchanged draws
+        pool = instances_of(category, track.split)
         if track.novel_target:
             texture, _ = novel_texture(rng)
             tag = hashlib.sha256(texture.tobytes()).hexdigest()[:8]
             target = novel_instance(category, rng, tag)
         else:
             target = pool[int(rng.integers(len(pool)))]
-            texture = make_texture(target)
+            texture = texture_of(target)
         others = [i for i in pool if i.instance_id != target.instance_id]
         style = "personal"
         if not track.personalized:
@@ -177,9 +191,9 @@ class PersonalizedVLABenchEnv(gym.Env):
             distractors.append(hard[int(rng.integers(len(hard)))])
         rest = [i for i in others if i not in distractors]
         distractors += [rest[j] for j in rng.permutation(len(rest))[: k - len(distractors)]]
-        other_cats = [c for c in CATEGORIES if c != category]
+        other_cats = [c for c in self.task.categories if c != category]
         for _ in range(cfg.num_clutter):
-            cands = instances(other_cats[int(rng.integers(len(other_cats)))], track.split)
+            cands = instances_of(other_cats[int(rng.integers(len(other_cats)))], track.split)
             distractors.append(cands[int(rng.integers(len(cands)))])
         return target, texture, distractors, style
 
@@ -214,6 +228,11 @@ class PersonalizedVLABenchEnv(gym.Env):
         super().reset(seed=seed)
         rng = self.np_random
         target, texture, others, style = self._choose(rng)
+        self.buttons = []
+        if self.task.fixture == "shelf":
+            return self._reset_shelf(rng, target, texture, others, style)
+        if self.task.fixture == "buttons":
+            return self._reset_buttons(rng, target, texture, others, style)
         fixture_size = {"box": BOX_HALF * 1.15, "plate": PLATE_RADIUS}.get(self.task.fixture or "")
         objs = [target, *others]
         laid = None
@@ -231,16 +250,73 @@ class PersonalizedVLABenchEnv(gym.Env):
         look.front_eye = tuple(np.array(look.front_eye) + jitter)
         specs, self.objects = [], []
         for k, (inst, xy) in enumerate(zip(objs, positions, strict=True)):
-            tex = texture if k == 0 else make_texture(inst)
+            tex = texture if k == 0 else texture_of(inst)
             role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
             name = f"obj{k}"
-            col = ("box", (inst.radius, inst.radius * inst.shape.get("depth", 1.0))) if inst.category == "box" \
-                else ("cylinder", (inst.radius,))
-            specs.append(ObjectSpec(name, instance_mesh_path(inst), texture_file(tex), (1.0, 1.0, 1.0, 1.0), col,
-                                    inst.height, inst.mass, (float(xy[0]), float(xy[1])),
-                                    float(rng.uniform(-math.pi, math.pi))))
+            specs.append(self._spec(name, inst, tex, xy, float(rng.uniform(-math.pi, math.pi))))
             self.objects.append(Placed(name, role, inst))
-        self.scene.build(specs, [] if self.fixture is None else [self.fixture], look)
+        return self._finish_reset(rng, target, texture, style, specs, look)
+
+    @staticmethod
+    def _spec(name: str, inst: ObjectInstance, tex: np.ndarray, xy, yaw: float, base_z: float = TABLE_Z
+              ) -> ObjectSpec:
+        col = ("box", (inst.radius, inst.radius * inst.shape.get("depth", 1.0))) if inst.category in ("box", "book") \
+            else ("cylinder", (inst.radius,))
+        return ObjectSpec(name, instance_mesh_path(inst), texture_file(tex), (1.0, 1.0, 1.0, 1.0), col, inst.height,
+                          inst.mass, (float(xy[0]), float(xy[1])), yaw, base_z)
+
+    def _reset_shelf(self, rng: np.random.Generator, target: ObjectInstance, texture: np.ndarray,
+                     others: list[ObjectInstance], style: str):
+        """Lay the candidates out in one row on the shelf's board (dropping clutter, then distractors, until the
+        row fits) and build the episode. Objects face the robot (yaw near 0 or a half turn), so the gripper closes
+        across them front to back and its fingers never reach into the neighbours."""
+        centre = np.array([rng.uniform(*SHELF_X), rng.uniform(*SHELF_Y)])
+        board = float(rng.uniform(*SHELF_BOARD))
+        self.fixture = Fixture("shelf", (float(centre[0]), float(centre[1])), SHELF_HALF,
+                               {"depth": SHELF_DEPTH, "board": board, "rim": SHELF_RIM})
+        objs = [target, *others]
+        yaws = [float(rng.choice([0.0, math.pi]) + rng.uniform(-0.3, 0.3)) for _ in objs]
+        objs, yaws, xs = _row(rng, objs, yaws, float(centre[0]), SHELF_HALF, 0.0)
+        ys = centre[1] + rng.uniform(-0.01, 0.01, len(objs))
+        look = room_look(rng) if self.track.random_look else Look()
+        jitter = rng.uniform(-0.04, 0.04, 3)
+        look.front_eye = tuple(np.array(look.front_eye) + jitter)
+        specs, self.objects = [], []
+        for k, inst in enumerate(objs):
+            tex = texture if k == 0 else texture_of(inst)
+            role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
+            specs.append(self._spec(f"obj{k}", inst, tex, (xs[k], ys[k]), yaws[k], TABLE_Z + board))
+            self.objects.append(Placed(f"obj{k}", role, inst))
+        return self._finish_reset(rng, target, texture, style, specs, look)
+
+    def _reset_buttons(self, rng: np.random.Generator, target: ObjectInstance, texture: np.ndarray,
+                       others: list[ObjectInstance], style: str):
+        """The objects in one row across the table, each with a push button in front of it (toward the robot),
+        far enough apart that the hand pressing one button touches neither a neighbour's button nor an object."""
+        centre = np.array([rng.uniform(-0.04, 0.04), rng.uniform(*BUTTON_ROW_Y)])
+        objs = [target, *others]
+        yaws = [float(rng.uniform(-math.pi, math.pi)) for _ in objs]
+        objs, yaws, xs = _row(rng, objs, yaws, float(centre[0]), BUTTON_ROW_HALF, BUTTON_HALF + 0.015)
+        ys = centre[1] + rng.uniform(-0.015, 0.015, len(objs))
+        self.fixture = None
+        self.buttons = [Fixture("button", (float(xs[k]), float(ys[k] - x_extent(inst, yaws[k] + math.pi / 2)
+                                                                - BUTTON_GAP - BUTTON_HALF)),
+                                BUTTON_HALF, {"index": k}) for k, inst in enumerate(objs)]
+        look = room_look(rng) if self.track.random_look else Look()
+        jitter = rng.uniform(-0.04, 0.04, 3)
+        look.front_eye = tuple(np.array(look.front_eye) + jitter)
+        specs, self.objects = [], []
+        for k, inst in enumerate(objs):
+            tex = texture if k == 0 else texture_of(inst)
+            role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
+            specs.append(self._spec(f"obj{k}", inst, tex, (xs[k], ys[k]), yaws[k]))
+            self.objects.append(Placed(f"obj{k}", role, inst))
+        return self._finish_reset(rng, target, texture, style, specs, look)
+
+    def _finish_reset(self, rng: np.random.Generator, target: ObjectInstance, texture: np.ndarray, style: str,
+                      specs: list[ObjectSpec], look: Look):
+        self._pressed = [False] * len(self.buttons)
+        self.scene.build(specs, ([] if self.fixture is None else [self.fixture]) + self.buttons, look)
         for o in self.objects:
             o.body = self.scene.body_ids[o.name]
             o.start = self.scene.object_pose(o.name)[0]
@@ -260,6 +336,8 @@ class PersonalizedVLABenchEnv(gym.Env):
             info["instruction_style"] = style
         if self.fixture is not None:
             info["receptacle"] = self.fixture.kind
+        if self.buttons:
+            info["buttons"] = len(self.buttons)
         self._last_obs = self._observation()
         return self._last_obs, info
 
@@ -296,6 +374,9 @@ class PersonalizedVLABenchEnv(gym.Env):
         return self._last_obs, 1.0 if terminated else 0.0, terminated, truncated, info
 
     def _update_metrics(self) -> None:
+        if self.buttons:
+            self._update_button_metrics()
+            return
         sc, f = self.scene, self._flags
         t = self.objects[0]
         pos, mat = sc.object_pose(t.name)
@@ -315,6 +396,8 @@ class PersonalizedVLABenchEnv(gym.Env):
         goal = self.task.goal
         if goal == "pick":
             met = held and pos[2] - t.start[2] >= LIFT
+        elif goal == "from_shelf":
+            met = held and pos[2] - t.start[2] >= 0.03 and self._clear_of_shelf(pos, t.instance)
         else:
             fx = np.array(self.fixture.position)
             d = pos[:2] - fx
@@ -327,6 +410,39 @@ class PersonalizedVLABenchEnv(gym.Env):
         f["progress_score"] = (float(met) + float(f["target_grasped"])) / (len(self.task.conditions) + 1)
         touched = f["target_grasped"] or np.linalg.norm(pos[:2] - t.start[:2]) > MOVED
         f["correct_object"] = bool(touched and not f["wrong_object"])
+
+    def _update_button_metrics(self) -> None:
+        """Buttons latch once pressed; success = my object's button pressed and no other. Touching my button counts
+        as reaching the target entity (progress); the intention radius is measured to my button's cap."""
+        sc, f = self.scene, self._flags
+        for k in range(len(self.buttons)):
+            self._pressed[k] = self._pressed[k] or sc.button_depth(k) >= BUTTON_PRESSED
+        mine = self.buttons[0]
+        f["target_grasped"] = bool(f["target_grasped"] or sc.touching(f"{button_name(0)}_cap"))
+        tcp, _ = sc.tcp_pose()
+        cap_pos = np.array([*mine.position, TABLE_Z + BUTTON_TOP])
+        if np.linalg.norm(tcp - cap_pos) <= INTENTION_RADIUS:
+            f["intention_score"] = 1.0
+        other_pressed = any(self._pressed[1:])
+        moved = False
+        for o in self.objects:
+            opos, _ = sc.object_pose(o.name)
+            if np.linalg.norm(opos[:2] - o.start[:2]) > MOVED or opos[2] - o.start[2] > 0.03 or sc.grasped(o.name):
+                moved = True
+        f["wrong_object"] = bool(f["wrong_object"] or other_pressed or moved)
+        met = self._pressed[0] and not other_pressed
+        f["success"] = bool(met)
+        f["progress_score"] = (float(met) + float(f["target_grasped"])) / (len(self.task.conditions) + 1)
+        f["correct_object"] = bool((self._pressed[0] or f["target_grasped"]) and not f["wrong_object"])
+
+    def _clear_of_shelf(self, pos: np.ndarray, inst: ObjectInstance) -> bool:
+        """The object's bottom is above the shelf's panels, or its footprint is outside the shelf's."""
+        fx = self.fixture
+        top = TABLE_Z + fx.extra["board"] + fx.extra["rim"]
+        reach = inst.radius + SHELF_THICKNESS
+        inside = abs(pos[0] - fx.position[0]) < fx.half + reach and abs(pos[1] - fx.position[1]) < \
+            fx.extra["depth"] + reach
+        return bool(pos[2] >= top + SHELF_CLEAR or not inside)
 
     def _observation(self) -> dict[str, Any]:
         sc, cfg = self.scene, self.config
@@ -380,8 +496,9 @@ class PersonalizedVLABenchEnv(gym.Env):
         """Ground truth for scripted experts, oracles and metrics — never for evaluated policies.
 
         Keys: ``goal``, ``target`` / ``objects`` (name, body, role, category, position, yaw, radius, height,
-        depth, grasped), ``fixture`` (kind, xy, half) or None, ``tcp``, ``tcp_rpy``, ``command`` (pos, rpy,
-        closed), ``gripper_opening``, ``body_roles`` (body id → role), ``flags``.
+        depth, grasped), ``fixture`` (kind, xy, half; a shelf adds depth, board, rim) or None, ``buttons`` (per
+        object: xy, top, depth, pressed; empty but in the button task), ``tcp``,
+        ``tcp_rpy``, ``command`` (pos, rpy, closed), ``gripper_opening``, ``body_roles`` (body id → role), ``flags``.
         """
         sc = self.scene
         objs = []
@@ -396,16 +513,44 @@ class PersonalizedVLABenchEnv(gym.Env):
         roles.update({i: "robot" for name, i in sc.body_ids.items() if name.startswith("panda_")})
         if self.fixture is not None:
             roles[sc.body_ids[f"fixture_{self.fixture.kind}"]] = "fixture"
+        for k in range(len(self.buttons)):
+            roles[sc.body_ids[button_name(k)]] = roles[sc.body_ids[f"{button_name(k)}_cap"]] = "fixture"
         roles[0] = "table"
         return {
             "goal": self.task.goal, "body_roles": roles, "target": objs[0] if objs else None, "objects": objs,
             "fixture": None if self.fixture is None else {"kind": self.fixture.kind,
                                                           "xy": np.array(self.fixture.position),
-                                                          "half": self.fixture.half},
+                                                          "half": self.fixture.half, **self.fixture.extra},
+            "buttons": [{"xy": np.array(b.position), "top": TABLE_Z + BUTTON_TOP, "depth": sc.button_depth(k),
+                         "pressed": self._pressed[k]} for k, b in enumerate(self.buttons)],
             "tcp": tcp, "tcp_rpy": matrix_to_euler(mat), "command_pos": sc.target_pos.copy(),
             "command_rpy": sc.target_rpy.copy(), "gripper_closed": sc.gripper_closed,
             "gripper_opening": sc.gripper_opening(), "flags": dict(self._flags),
         }
+
+
+def _row(rng: np.random.Generator, objs: list[ObjectInstance], yaws: list[float], centre_x: float, half: float,
+         min_half: float) -> tuple[list[ObjectInstance], list[float], np.ndarray]:
+    """Place objects in one row along x within ``centre_x`` ± ``half``, in random order with random gaps of at least
+    SHELF_GAP; each takes at least ``min_half`` either side. Drops objects from the end (clutter first, then
+    distractors) until the row fits; returns the kept objects, their yaws and x positions."""
+    while True:
+        widths = [max(x_extent(inst, yaw), min_half) for inst, yaw in zip(objs, yaws, strict=True)]
+        slack = 2 * half - 2 * sum(widths) - SHELF_GAP * (len(objs) + 1)
+        if slack >= 0:
+            break
+        objs, yaws = objs[:-1], yaws[:-1]
+        if len(objs) < 2:
+            raise RuntimeError("cannot lay out the row")
+    order = rng.permutation(len(objs))
+    gaps = SHELF_GAP + slack * rng.dirichlet(np.ones(len(objs) + 1))
+    xs = np.empty(len(objs))
+    x = centre_x - half
+    for slot, k in enumerate(order):
+        x += gaps[slot] + widths[k]
+        xs[k] = x
+        x += widths[k]
+    return objs, yaws, xs
 
 
 def make_env(task: str, options: Mapping[str, Any] | None = None) -> PersonalizedVLABenchEnv:

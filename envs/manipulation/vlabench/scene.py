@@ -35,6 +35,9 @@ WORKSPACE_LOW = np.array([-0.45, -0.2, TABLE_Z + 0.005])
 WORKSPACE_HIGH = np.array([0.45, 0.45, TABLE_Z + 0.55])
 HOME_TCP = np.array([0.0, 0.05, TABLE_Z + 0.32])
 COLLISION_GROUP = 3  # primitive proxies: simulated, never rendered
+SHELF_THICKNESS = 0.012  # boards and panels of the shelf fixture
+BUTTON_BASE, BUTTON_TRAVEL, BUTTON_CAP = 0.03, 0.01, 0.014  # pedestal height, cap travel and cap height
+BUTTON_TOP = BUTTON_BASE + 1.2 * BUTTON_TRAVEL + BUTTON_CAP  # a resting cap's top above the table
 
 
 def down_rotation(yaw: float) -> np.ndarray:
@@ -99,6 +102,7 @@ class ObjectSpec:
     mass: float
     position: tuple[float, float]
     yaw: float
+    base_z: float = TABLE_Z  # height of the surface it stands on (a shelf board is higher than the table)
 
 
 @dataclass
@@ -118,7 +122,12 @@ class Look:
 
 @dataclass
 class Fixture:
-    """A static receptacle: ``kind`` in ("box", "plate") at ``position`` (xy) with its size."""
+    """A static fixture: ``kind`` in ("box", "plate", "shelf", "button") at ``position`` (xy) with its size.
+
+    A shelf's ``half`` is the inner half-width (x); ``extra`` gives ``depth`` (half, y), ``board`` (height of the
+    board's top above the table) and ``rim`` (how far the side and back panels rise above the board). A button's
+    ``half`` is its pedestal's half-width and ``extra["index"]`` the object it stands in front of.
+    """
 
     kind: str
     position: tuple[float, float]
@@ -234,8 +243,11 @@ class VLABenchScene:
             g.contype = g.conaffinity = 0
 
     def _fixture(self, spec, world, fx: Fixture) -> None:
-        body = world.add_body(name=f"fixture_{fx.kind}", pos=[fx.position[0], fx.position[1], TABLE_Z])
-        if fx.kind == "box":
+        name = button_name(int(fx.extra["index"])) if fx.kind == "button" else f"fixture_{fx.kind}"
+        body = world.add_body(name=name, pos=[fx.position[0], fx.position[1], TABLE_Z])
+        if fx.kind == "button":
+            self._button(body, name, fx)
+        elif fx.kind == "box":
             wall, t = fx.extra.get("wall", 0.05), 0.006
             h = fx.half
             mat = spec.add_material(name="box_mat", rgba=[0.72, 0.58, 0.34, 1.0])
@@ -245,14 +257,56 @@ class VLABenchScene:
                 size = [t / 2, h, wall / 2] if sx else [h, t / 2, wall / 2]
                 body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=size, material=mat.name,
                               pos=[sx * (h - t / 2), sy * (h - t / 2), wall / 2])
+        elif fx.kind == "shelf":
+            self._shelf(spec, body, fx)
         else:  # plate: a low disc with a rim colour
             body.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[fx.half, 0.004, 0], pos=[0, 0, 0.004],
                           rgba=[0.94, 0.94, 0.91, 1.0])
             body.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[fx.half * 0.72, 0.0045, 0],
                           pos=[0, 0, 0.0045], rgba=[0.86, 0.86, 0.82, 1.0], contype=0, conaffinity=0)
 
+    @staticmethod
+    def _shelf(spec, body, fx: Fixture) -> None:
+        """An open-top shelf of boxes: a raised board between two side panels, a low back panel (on the far side
+        from the robot) and a bottom board; the candidates stand on the raised board. Open at the top and the front,
+        so the arm reaches in from above and every camera sees the board."""
+        w, d, t = fx.half, fx.extra["depth"], SHELF_THICKNESS
+        board, rim = fx.extra["board"], fx.extra["rim"]
+        mat = spec.add_material(name="shelf_mat", rgba=[0.60, 0.44, 0.28, 1.0])
+        top = board + rim
+        for size, pos in (([w, d, t / 2], [0, 0, board - t / 2]),  # the board the objects stand on
+                          ([w, d, t / 2], [0, 0, t / 2]),  # bottom board
+                          ([t / 2, d + t, top / 2], [w + t / 2, t / 2, top / 2]),  # side panels
+                          ([t / 2, d + t, top / 2], [-w - t / 2, t / 2, top / 2]),
+                          # back panel (+y, away from the robot), from the board up only: low panels and an open
+                          # lower compartment keep the objects in view of the front camera, which faces the robot
+                          ([w, t / 2, (rim + t) / 2], [0, d + t / 2, board + (rim - t) / 2])):
+            body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos, material=mat.name,
+                          friction=[1.0, 0.02, 0.001])
+
+    @staticmethod
+    def _button(body, name: str, fx: Fixture) -> None:
+        """A push button: a square pedestal and a red cap on a sprung slide joint (``<name>_press``, travel
+        BUTTON_TRAVEL down). The spring's rest point lies above the joint's upper limit, so the cap sits preloaded at
+        the top and only a deliberate push (over 1 N) moves it."""
+        h, base = fx.half, BUTTON_BASE
+        grey = [0.30, 0.30, 0.32, 1.0]
+        body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[h, h, base / 2], pos=[0, 0, base / 2], rgba=grey)
+        body.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[h * 0.45, BUTTON_TRAVEL, 0], rgba=grey,
+                      pos=[0, 0, base + BUTTON_TRAVEL], contype=0, conaffinity=0)  # the stem: looks only
+        cap = body.add_body(name=f"{name}_cap", pos=[0, 0, base + 1.2 * BUTTON_TRAVEL])
+        cap.add_joint(name=f"{name}_press", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[0, 0, 1],
+                      range=[-BUTTON_TRAVEL, 0.0], limited=mujoco.mjtLimited.mjLIMITED_TRUE, stiffness=200.0,
+                      springref=0.005, damping=2.0, armature=0.001, solref_limit=[0.004, 1.0])
+        cap.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[h * 0.75, BUTTON_CAP / 2, 0],
+                     pos=[0, 0, BUTTON_CAP / 2], rgba=[0.85, 0.12, 0.10, 1.0], mass=0.01)
+
+    def button_depth(self, index: int) -> float:
+        """How far button ``index``'s cap is pushed down (metres, 0 at rest)."""
+        return -float(self.data.qpos[self.model.joint(f"{button_name(index)}_press").qposadr[0]])
+
     def _object(self, spec, world, obj: ObjectSpec) -> None:
-        body = world.add_body(name=obj.name, pos=[obj.position[0], obj.position[1], TABLE_Z + 0.001],
+        body = world.add_body(name=obj.name, pos=[obj.position[0], obj.position[1], obj.base_z + 0.001],
                               quat=[math.cos(obj.yaw / 2), 0.0, 0.0, math.sin(obj.yaw / 2)])
         body.add_freejoint(name=f"{obj.name}_free")
         kind, dims = obj.collision
@@ -394,6 +448,11 @@ class VLABenchScene:
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+
+
+def button_name(index: int) -> str:
+    """MuJoCo body name of the button in front of object ``index``."""
+    return f"button{index}"
 
 
 def _wrist_quat() -> np.ndarray:

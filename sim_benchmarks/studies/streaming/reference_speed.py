@@ -355,7 +355,9 @@ def write_section(page: Path, section: str) -> None:
 
 def command_line(args: Any) -> str:
     """The study's command for the page, with the machine-local checkout and interpreter paths as placeholders."""
-    parts = ["python -m launch.study streaming.reference_speed",
+    # ale-py 0.8.x (the torch reference's) ships no ROMs: the page's command must say how the run found them.
+    prefix = "ALE_PY_ROM_DIR=<ale-py with ROMs>/roms " if os.environ.get("ALE_PY_ROM_DIR") else ""
+    parts = [prefix + "python -m launch.study streaming.reference_speed",
              "--streaming-drl <streaming-drl checkout>", "--stream-rep-rl <stream-rep-rl checkout>",
              "--torch-python <torch env>/bin/python", "--jax-python <jax env>/bin/python",
              f"--suites {args.suites}", f"--minatar-steps {args.minatar_steps}",

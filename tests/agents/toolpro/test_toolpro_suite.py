@@ -35,3 +35,21 @@ def test_cli_bad_env_option_is_one_line_exit_2():
     out = subprocess.run([sys.executable, "-m", "launch.eval", "--env", "toolpro/ship_paid_4", "--env-option",
                           "rtt_ms=-5"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "rtt_ms" in out.stderr
+
+
+def test_eval_with_a_constructed_program_records_the_constructor(tmp_path):
+    rc = eval_main(["--env", "toolpro/comment_ticket_7", "--policy", "program_only", "--episodes", "1", "--out",
+                    str(tmp_path), "--policy-option", "constructor=random", "--env-option", "rtt_ms=0",
+                    "--env-option", f"db_dir={tmp_path / 'db'}"])
+    assert rc == 0
+    rec = json.loads((tmp_path / "episodes.jsonl").read_text().splitlines()[0])
+    assert rec["constructor"] == "random" and rec["construct_s"] > 0 and rec["mode"] in ("program", "stepwise")
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["policy_options"] == {"constructor": "random"}
+
+
+def test_cli_bad_constructor_is_one_line_exit_2():
+    out = subprocess.run([sys.executable, "-m", "launch.eval", "--env", "toolpro/ship_paid_4", "--policy-option",
+                          "constructor=gpt4"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "gpt4" in out.stderr and "smollm2" in out.stderr

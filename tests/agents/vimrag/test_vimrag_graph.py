@@ -11,22 +11,15 @@ from agents.vimrag.agent import VimragAgent
 from agents.vimrag.memory import DagMemory
 from agents.vimrag.planner import ChatPlanner
 from envs.errors import ConfigError
-from envs.rag.corpus import answer_vocabulary, generate_corpus, load_corpus, save_corpus
-from policies.vimrag.knowledge_base import load_knowledge_base
-from policies.vimrag.reader import VisualReader, train_reader
-from policies.vimrag.tools import RetrievalTools
+from envs.rag.corpus import answer_vocabulary, load_corpus
 
 pytestmark = pytest.mark.slow
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("corpus")
-    save_corpus(generate_corpus(seed=3, n_runs=10, n_calibration=2, n_stock=2), folder)
-    kb = load_knowledge_base(folder=folder)
-    reader = VisualReader(kb, train_reader(kb, seed=0, steps=5, batch=8))
-    return kb, RetrievalTools(kb), reader, folder
+def stack(tiny_stack):
+    return tiny_stack  # tests/agents/vimrag/conftest.py
 
 
 def fake_model(replies: list[str]):
