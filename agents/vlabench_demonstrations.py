@@ -25,15 +25,15 @@ from agents.demonstrations import Demos, describe_options, episode_rng
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.objects import find_instance
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT
-from envs.manipulation.vlabench.tasks import TASKS, subject
+from envs.manipulation.vlabench.tasks import PICK_PLACE_TASKS, TASKS, subject
 
 # The robot's base pose (envs.manipulation.vlabench.scene, which needs MuJoCo: imported only to collect).
 BASE_POS = np.array([0.0, -0.4, 0.78])
 BASE_YAW = math.pi / 2
 
 GENERIC_TRACK = "in_distribution"  # the only track whose instructions name attributes instead of "my"
-# The table-top tasks the shipped base learned (the default); the other tasks may be named explicitly.
-BASE_TASKS = ("select_my_pick", "select_my_in_box", "select_my_on_plate")
+# The table-top tasks the shipped base learned (the suite's default tasks); the others may be named explicitly.
+BASE_TASKS = tuple(PICK_PLACE_TASKS)
 
 
 @dataclass(frozen=True)
