@@ -129,6 +129,9 @@ ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
     # How many proposals (best first by the colour cue) reach the network and ORB: the first-step cost (default 4).
     "all cues, 10 candidates": {"vap_candidates": 10},
     "all cues, 3 candidates": {"vap_candidates": 3},
+    # The trained instance head as the embedding cue (docs/results/instance_embedder.md); its time column is paired
+    # with the default row's: the same frames, the variants taking turns on each, so machine load hits both alike.
+    "all cues, instance embedder": {"vap_matcher_embedder": "instance"},
 }
 STYLES = ("recolour", "overlay", "outline", "dim", "crop")
 
@@ -144,8 +147,10 @@ def ablation(episodes: int, seed: int, tasks: Sequence[str] | None = None, eval_
     for name, opts in chosen.items():
         k = sum(per_task[t][name]["correct"] for t in tasks)
         n = sum(per_task[t][name]["episodes"] for t in tasks)
+        ms = [r["ground_ms"] for t in tasks for r in per_task[t][name]["rows"]]
         rows[name] = {"options": opts, "overall": {"correct": k, "episodes": n, "accuracy": k / max(n, 1),
                                                    "ci95": list(wilson_ci(k, n))},
+                      "ground_ms_median": statistics.median(ms),
                       "per_task": {t: {"correct": per_task[t][name]["correct"],
                                        "episodes": per_task[t][name]["episodes"]} for t in tasks}}
         print(f"  {name}: {_pct(k, n)}", file=sys.stderr, flush=True)
@@ -171,12 +176,12 @@ def ablation(episodes: int, seed: int, tasks: Sequence[str] | None = None, eval_
 
 def ablation_markdown(result: dict[str, Any]) -> str:
     tasks = list(next(iter(result["grounding"].values()))["per_task"])
-    lines = ["| variant | " + " | ".join(tasks) + " | all (Wilson 95 % CI) |",
-             "| --- " * (len(tasks) + 2) + "|"]
+    lines = ["| variant | " + " | ".join(tasks) + " | all (Wilson 95 % CI) | reset + first step ms (median) |",
+             "| --- " * (len(tasks) + 3) + "|"]
     for name, r in result["grounding"].items():
         cells = [f"{p['correct']}/{p['episodes']}" for p in r["per_task"].values()]
         overall = _pct(r["overall"]["correct"], r["overall"]["episodes"])
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} | {r['ground_ms_median']:.0f} |")
     if result["styles"]:
         lines += ["", "| highlight style (base generic) | success | correct-object |", "| --- | --- | --- |"]
         for style, s in result["styles"].items():
