@@ -41,3 +41,12 @@ def test_retrieval_on_lookalike_scenes(tmp_path):
     assert all(r["target"].startswith("user_can_") for r in ret["rows"])
     assert all(r["candidates"] >= 2 for r in ret["rows"])
     assert "| default |" in (tmp_path / "README.md").read_text()
+
+
+def test_misses_are_counted_by_the_kind_of_lookalike_chosen():
+    rows = [{"target": "user_mug_ab", "default": 0, "default_chosen": "user_mug_ab-recoloured0"},
+            {"target": "user_mug_ab", "default": 0, "default_chosen": "user_mug_ab-recoloured2"},
+            {"target": "user_mug_ab", "default": 0, "default_chosen": "can_12"},
+            {"target": "user_mug_ab", "default": 0, "default_chosen": None},
+            {"target": "user_mug_ab", "default": 1, "default_chosen": "user_mug_ab"}]
+    assert user_photos.miss_kinds(rows, "default") == {"recoloured": 2, "library": 1, "no single object": 1}

@@ -139,9 +139,11 @@ def score_sets(sets: Iterator[CandidateSet], matchers: Sequence[str]) -> tuple[d
         for name, matcher in variants.items():
             matcher.set_references(cs.references)
             probs = matcher.score(cs.image, cands)
-            hit = int(y[int(np.argmax(probs))] > 0)
+            best = int(np.argmax(probs))
+            hit = int(y[best] > 0)
             hits[name].append(hit)
             row[name] = hit
+            row[f"{name}_chosen"] = cs.instance_ids[best]  # which look-alike won when it missed
         rows.append(row)
         if len(rows) % 50 == 0:
             print(f"  {len(rows)} sets, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)

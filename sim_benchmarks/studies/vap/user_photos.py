@@ -124,6 +124,24 @@ def episodes_part(objects: list[dict[str, str]], episodes: int, seed: int, tasks
     return result
 
 
+def miss_kinds(rows: list[dict[str, Any]], matcher: str) -> dict[str, int]:
+    """How often each kind of look-alike (``recoloured``, ``other_photo``, …; ``library`` for a library object,
+    ``no single object`` for a candidate without a majority instance) was chosen instead of the user's object."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r[matcher]:
+            continue
+        chosen = r.get(f"{matcher}_chosen")
+        if chosen is None:
+            kind = "no single object"
+        elif chosen.startswith(r["target"] + "-"):
+            kind = chosen[len(r["target"]) + 1:].rstrip("0123456789")
+        else:
+            kind = "library"
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def _pct(k: int, n: int) -> str:
     lo, hi = wilson_ci(k, n)
     return f"{100 * k / max(n, 1):.1f} % ({k}/{n}; CI {100 * lo:.1f}–{100 * hi:.1f})"
@@ -143,6 +161,10 @@ def markdown(r: dict[str, Any]) -> str:
         for name, d in ret["paired"].items():
             lines += ["", f"Paired {name}: {100 * d['diff']:+.1f} points (95 % CI {100 * d['ci95'][0]:+.1f} to "
                       f"{100 * d['ci95'][1]:+.1f})"]
+        for name in ret["matchers"]:
+            misses = miss_kinds(ret["rows"], name)
+            lines += ["", f"{name} misses by the candidate it chose: "
+                      + (", ".join(f"{k} {n}" for k, n in misses.items()) or "none")]
         lines.append("")
     if r.get("episodes"):
         ep = r["episodes"]
