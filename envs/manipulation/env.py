@@ -19,6 +19,7 @@ from gymnasium import spaces
 
 from envs.config import Options, option
 from envs.errors import ConfigError, choice_error
+from envs.manipulation.lookalikes import user_lookalikes
 from envs.manipulation.objects import (
     CATEGORIES,
     COLOURS,
@@ -42,6 +43,7 @@ NEAR_SUCCESS = 0.10  # metres (xy) between the moved object and the anchor
 MOVED = 0.05  # metres (xy) displacement that counts as "moved"
 PLATE_RADIUS, BASKET_HALF = 0.075, 0.085
 APPLE_RADIUS = 0.034
+USER_DISTRACTORS = ("lookalikes", "library")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class SimplerConfig(Options):
     num_clutter: int = option(1, "objects of other categories")
     personal_texture: str | None = option(None, "a user image wrapped on a ``personal_category`` mesh")
     personal_category: str | None = option(None, "fixes the category of every episode")
+    user_distractors: str = option("lookalikes", "with personal_texture: 'lookalikes' (the photo recoloured, "
+                                   "recropped, mirrored, another photo; same body) or 'library' (library objects)")
     personal_object: str | None = option(None, "fixes the personal/target library instance (e.g. 'mug_12')")
     max_steps: int = option(50, "control steps before truncation")
     references: bool | None = option(None, "render info['reference_images']; default: personalized tasks only")
@@ -85,6 +89,8 @@ class SimplerConfig(Options):
             raise ConfigError(f"num_clutter must be in [0, 3], got {cfg.num_clutter}")
         if cfg.instruction_style not in ("mixed", "colour", "colour_pattern"):
             raise choice_error("instruction_style", cfg.instruction_style, ("mixed", "colour", "colour_pattern"))
+        if cfg.user_distractors not in USER_DISTRACTORS:
+            raise choice_error("user_distractors", cfg.user_distractors, USER_DISTRACTORS)
         if not 3 <= int(cfg.reference_count) <= 5:
             raise ConfigError(f"reference_count must be in [3, 5], got {cfg.reference_count}")
         if cfg.render_mode not in (None, "rgb_array"):
@@ -152,7 +158,9 @@ class PersonalizedSimplerEnv(gym.Env):
 
     # ------------------------------------------------------------------ episode construction
     def _choose_objects(self, rng: np.random.Generator) -> tuple[ObjectInstance, np.ndarray, list[ObjectInstance],
-                                                                  list[ObjectInstance], str]:
+                                                                  list[ObjectInstance], str, dict[str, np.ndarray]]:
+        """Target, its texture, distractors, clutter, instruction style and the textures of made-up distractors
+        (a user object's look-alikes; library objects use their own)."""
         cfg = self.config
         if self._user_object is not None:
             category = self._user_object.instance.category
@@ -176,21 +184,29 @@ class PersonalizedSimplerEnv(gym.Env):
             else:
                 others = [i for i in others if (i.colour, i.pattern) != (target.colour, target.pattern)]
         k = int(rng.integers(2, 5)) if cfg.num_distractors is None else int(cfg.num_distractors)
-        k = min(k, len(others))
-        # At least one hard negative: same colour (different pattern) or same pattern (different colour).
-        hard = [i for i in others if i.colour == target.colour or i.pattern == target.pattern]
+        made: dict[str, np.ndarray] = {}
         distractors: list[ObjectInstance] = []
-        if k > 0 and hard:
-            distractors.append(hard[int(rng.integers(len(hard)))])
-        rest = [i for i in others if i not in distractors]
-        order = rng.permutation(len(rest))
-        distractors += [rest[j] for j in order[: k - len(distractors)]]
+        if self._user_object is not None and cfg.user_distractors == "lookalikes":
+            # A user's photo has no colour or pattern name to pair on: its hard negatives are made from the photo
+            # (envs/manipulation/lookalikes.py), each on the user's own body.
+            pairs = user_lookalikes(target, texture, k, rng)
+            made = {inst.instance_id: tex for inst, tex in pairs}
+            distractors = [inst for inst, _ in pairs]
+        else:
+            k = min(k, len(others))
+            # At least one hard negative: same colour (different pattern) or same pattern (different colour).
+            hard = [i for i in others if i.colour == target.colour or i.pattern == target.pattern]
+            if k > 0 and hard:
+                distractors.append(hard[int(rng.integers(len(hard)))])
+            rest = [i for i in others if i not in distractors]
+            order = rng.permutation(len(rest))
+            distractors += [rest[j] for j in order[: k - len(distractors)]]
         other_cats = [c for c in CATEGORIES if c != category]
         clutter = []
         for _ in range(int(cfg.num_clutter)):
             cands = instances(other_cats[int(rng.integers(len(other_cats)))], self.split)
             clutter.append(cands[int(rng.integers(len(cands)))])
-        return target, texture, distractors, clutter, style
+        return target, texture, distractors, clutter, style, made
 
     def _layout(self, rng: np.random.Generator, radii: list[float], fixed: float | None) -> list[np.ndarray] | None:
         """Non-overlapping xy positions (first = target; ``fixed`` = footprint of an anchor/receptacle placed first)."""
@@ -232,7 +248,7 @@ class PersonalizedSimplerEnv(gym.Env):
         rng = self.np_random
         sc = self.scene
         sc.build()
-        target, texture, distractors, clutter, style = self._choose_objects(rng)
+        target, texture, distractors, clutter, style, made = self._choose_objects(rng)
         fixed = None
         if self.task.kind == "move_near":
             fixed = APPLE_RADIUS
@@ -269,7 +285,9 @@ class PersonalizedSimplerEnv(gym.Env):
                                        np.array([xy[0], xy[1], 0.0]))
         for k, (inst, xy) in enumerate(zip(objs, positions, strict=True)):
             yaw = float(rng.uniform(-math.pi, math.pi))
-            tex = texture if k == 0 else make_texture(inst)
+            tex = texture if k == 0 else made.get(inst.instance_id)
+            if tex is None:
+                tex = make_texture(inst)
             role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
             self._objects.append(self._spawn(inst, tex, xy, yaw, role))
         sc.settle()

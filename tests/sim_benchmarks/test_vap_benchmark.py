@@ -90,6 +90,22 @@ def test_speed_counts_a_wrapped_base_reset_as_reset_time(monkeypatch):
     assert acts == [1.0, 1.0, 1.0]  # the paired figure: the base's own work on the very same steps
     reset_s, times = vap_benchmark._episode_times(Env(), Base(), 0, 10)
     assert (reset_s, times) == (10.0, [1.0, 1.0, 1.0])  # the bare base pays the same encoding in reset
+    acts.clear()
+    own: list[float] = []
+    parts: dict[str, list[float]] = {"ground": []}
+
+    def act(obs, inner=wrapper.act):
+        if not wrapper.started:
+            wrapper.ground()
+        return inner(obs)
+
+    wrapper.ground = lambda: clock.spend(0.5)
+    vap_benchmark._timed(wrapper, "ground", parts["ground"])  # a component of the wrapper, timed per step
+    wrapper.act = act
+    step_parts: list[dict[str, float]] = []
+    vap_benchmark._episode_times(Env(), wrapper, 0, 10, log, acts, own, parts, step_parts)
+    assert own == [5.5, 0.0, 0.0]  # the wrapper's own work: its act minus the base's act and reset inside it
+    assert step_parts == [{"ground": 0.5}, {"ground": 0.0}, {"ground": 0.0}]
 
 
 def test_vap_suite_module_imports_no_heavy_packages():

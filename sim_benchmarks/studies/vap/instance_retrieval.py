@@ -124,43 +124,61 @@ def refit(matcher: Any, episodes: int = 30, seed: int = REFIT_SEED, suite: str =
     return InstanceMatcher(fitted, embedder=matcher.embedder)
 
 
-def retrieval(episodes: int, seed: int, matchers: Sequence[str], tasks: Sequence[str] | None = None,
-              ) -> dict[str, Any]:
-    """Top-1 of each matcher over the same candidate sets, with Wilson CIs and paired differences."""
+def score_sets(sets: Iterator[CandidateSet], matchers: Sequence[str]) -> tuple[dict[str, list[int]], list[dict]]:
+    """Top-1 hit (1/0) of each matcher variant on every set; the same sets for all variants (paired)."""
     from perception.candidate import Candidate, box_of_mask
 
-    tasks = list(tasks or registry.suites()[SUITE].tasks)
     variants = {m: make_matcher(m) for m in matchers}
     hits: dict[str, list[int]] = {m: [] for m in matchers}
-    rows, t0 = [], time.perf_counter()
-    for cs in candidate_sets(SUITE, tasks, episodes, seed):
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for cs in sets:
         y = cs.label
         row: dict[str, Any] = {"seed": cs.seed, "task": cs.task, "candidates": len(cs.masks), "target": cs.target}
         cands = [Candidate(box=box_of_mask(m), mask=m, score=1.0) for m in cs.masks]
         for name, matcher in variants.items():
             matcher.set_references(cs.references)
             probs = matcher.score(cs.image, cands)
-            hit = int(y[int(np.argmax(probs))] > 0)
+            best = int(np.argmax(probs))
+            hit = int(y[best] > 0)
             hits[name].append(hit)
             row[name] = hit
+            row[f"{name}_chosen"] = cs.instance_ids[best]  # which look-alike won when it missed
         rows.append(row)
         if len(rows) % 50 == 0:
             print(f"  {len(rows)} sets, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return hits, rows
+
+
+def summarise(hits: dict[str, list[int]], rows: list[dict[str, Any]], tasks: Sequence[str]) -> dict[str, Any]:
+    """Per-matcher top-1 with Wilson CIs (overall and per task) and paired differences against the first matcher."""
+    names = list(hits)
+    n = len(rows)
+    out: dict[str, Any] = {"matchers": {}, "paired": {}}
+    for name in names:
+        k = sum(hits[name])
+        out["matchers"][name] = {"top1": k / n, "hits": k, "ci95": list(wilson_ci(k, n)),
+                                 "per_task": {t: [sum(r[name] for r in rows if r["task"] == t),
+                                                  sum(r["task"] == t for r in rows)] for t in tasks}}
+    for name in names[1:]:
+        m, lo, hi = paired_diff_ci(hits[name], hits[names[0]])
+        out["paired"][f"{name} - {names[0]}"] = {"diff": m, "ci95": [lo, hi]}
+    return out
+
+
+def retrieval(episodes: int, seed: int, matchers: Sequence[str], tasks: Sequence[str] | None = None,
+              ) -> dict[str, Any]:
+    """Top-1 of each matcher over the same candidate sets, with Wilson CIs and paired differences."""
+    tasks = list(tasks or registry.suites()[SUITE].tasks)
+    t0 = time.perf_counter()
+    hits, rows = score_sets(candidate_sets(SUITE, tasks, episodes, seed), matchers)
     n = len(rows)
     if n == 0:
         raise ConfigError("no candidate set had the personal object among two or more candidates")
     out: dict[str, Any] = {"suite": SUITE, "split": "test", "tasks": tasks, "episodes_per_task": episodes,
                            "seed": seed, "sets": n,
                            # episodes whose first frame gave < 2 candidates or missed the personal object
-                           "skipped": episodes * len(tasks) - n, "matchers": {}, "paired": {}, "rows": rows}
-    for name in matchers:
-        k = sum(hits[name])
-        out["matchers"][name] = {"top1": k / n, "hits": k, "ci95": list(wilson_ci(k, n)),
-                                 "per_task": {t: [sum(r[name] for r in rows if r["task"] == t),
-                                                  sum(r["task"] == t for r in rows)] for t in tasks}}
-    for name in matchers[1:]:
-        m, lo, hi = paired_diff_ci(hits[name], hits[matchers[0]])
-        out["paired"][f"{name} - {matchers[0]}"] = {"diff": m, "ci95": [lo, hi]}
+                           "skipped": episodes * len(tasks) - n, **summarise(hits, rows, tasks), "rows": rows}
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 

@@ -16,6 +16,7 @@ never on the test-split instances that ``personalized_simpler`` uses. Each comma
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import statistics
 import sys
@@ -128,6 +129,9 @@ ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
     # How many proposals (best first by the colour cue) reach the network and ORB: the first-step cost (default 4).
     "all cues, 10 candidates": {"vap_candidates": 10},
     "all cues, 3 candidates": {"vap_candidates": 3},
+    # The trained instance head as the embedding cue (docs/results/instance_embedder.md); its time column is paired
+    # with the default row's: the same frames, the variants taking turns on each, so machine load hits both alike.
+    "all cues, instance embedder": {"vap_matcher_embedder": "instance"},
 }
 STYLES = ("recolour", "overlay", "outline", "dim", "crop")
 
@@ -143,8 +147,10 @@ def ablation(episodes: int, seed: int, tasks: Sequence[str] | None = None, eval_
     for name, opts in chosen.items():
         k = sum(per_task[t][name]["correct"] for t in tasks)
         n = sum(per_task[t][name]["episodes"] for t in tasks)
+        ms = [r["ground_ms"] for t in tasks for r in per_task[t][name]["rows"]]
         rows[name] = {"options": opts, "overall": {"correct": k, "episodes": n, "accuracy": k / max(n, 1),
                                                    "ci95": list(wilson_ci(k, n))},
+                      "ground_ms_median": statistics.median(ms),
                       "per_task": {t: {"correct": per_task[t][name]["correct"],
                                        "episodes": per_task[t][name]["episodes"]} for t in tasks}}
         print(f"  {name}: {_pct(k, n)}", file=sys.stderr, flush=True)
@@ -170,12 +176,12 @@ def ablation(episodes: int, seed: int, tasks: Sequence[str] | None = None, eval_
 
 def ablation_markdown(result: dict[str, Any]) -> str:
     tasks = list(next(iter(result["grounding"].values()))["per_task"])
-    lines = ["| variant | " + " | ".join(tasks) + " | all (Wilson 95 % CI) |",
-             "| --- " * (len(tasks) + 2) + "|"]
+    lines = ["| variant | " + " | ".join(tasks) + " | all (Wilson 95 % CI) | reset + first step ms (median) |",
+             "| --- " * (len(tasks) + 3) + "|"]
     for name, r in result["grounding"].items():
         cells = [f"{p['correct']}/{p['episodes']}" for p in r["per_task"].values()]
         overall = _pct(r["overall"]["correct"], r["overall"]["episodes"])
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} | {r['ground_ms_median']:.0f} |")
     if result["styles"]:
         lines += ["", "| highlight style (base generic) | success | correct-object |", "| --- | --- | --- |"]
         for style, s in result["styles"].items():
@@ -190,12 +196,17 @@ def ablation_markdown(result: dict[str, Any]) -> str:
 
 # -- speed --------------------------------------------------------------------------------------------------------
 def _episode_times(env: Any, policy: Any, seed: int, max_steps: int,
-                   inner_resets: list[float] | None = None) -> tuple[float, list[float]]:
+                   inner_resets: list[float] | None = None, inner_acts: list[float] | None = None,
+                   own: list[float] | None = None, parts: dict[str, list[float]] | None = None,
+                   step_parts: list[dict[str, float]] | None = None) -> tuple[float, list[float]]:
     """(seconds in ``reset``, seconds per ``act``) over one episode (env stepping not timed).
 
     ``inner_resets`` collects the time of a wrapped base policy's ``reset`` when the wrapper calls it from inside
     ``act`` (VAP does, on its first step, with the rewritten instruction); that time is moved from the ``act`` to the
-    ``reset`` total, where the bare base's own instruction encoding is counted too.
+    ``reset`` total, where the bare base's own instruction encoding is counted too. With ``inner_acts`` (the wrapped
+    base's ``act`` durations, see :func:`_timed`) ``own`` receives the wrapper's own work per step: its ``act``
+    minus the base's ``act`` and ``reset`` inside it. ``parts`` (name → duration log of timed components) adds one
+    ``{name: seconds}`` per step to ``step_parts``.
     """
     obs, info = env.reset(seed=seed)
     t0 = time.perf_counter()
@@ -204,12 +215,18 @@ def _episode_times(env: Any, policy: Any, seed: int, max_steps: int,
     times = []
     for _ in range(max_steps):
         logged = len(inner_resets) if inner_resets is not None else 0
+        acted = len(inner_acts) if inner_acts is not None else 0
+        marks = {name: len(log) for name, log in (parts or {}).items()}
         t0 = time.perf_counter()
         action = policy.act(obs)
         elapsed = time.perf_counter() - t0
         moved = sum(inner_resets[logged:]) if inner_resets is not None else 0.0  # resets made inside this act
         times.append(elapsed - moved)
         reset_s += moved
+        if own is not None and inner_acts is not None:
+            own.append(elapsed - moved - sum(inner_acts[acted:]))
+        if step_parts is not None and parts:
+            step_parts.append({name: sum(log[marks[name]:]) for name, log in parts.items()})
         obs, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
             break
@@ -230,6 +247,21 @@ def _timed(policy: Any, method: str, log: list[float]) -> None:
     setattr(policy, method, timed)
 
 
+# VAP's own components, timed inside its act (owner attribute path on the policy, method). "ground" is the whole
+# first-step grounding (detect + match + choose + tracker start + prompt colour); "detect" and "match" are inside it.
+VAP_PARTS: dict[str, tuple[str, str]] = {
+    "ground": ("", "_ground"), "detect": ("detector", "detect"), "match": ("matcher", "score_with_cues"),
+    "track": ("tracker", "update"), "visible_mask": ("tracker", "visible_mask"), "recolour": ("prompter", "apply"),
+}
+FIRST_STEP_BUDGET_MS, LATER_STEP_BUDGET_MS = 30.0, 1.0  # medians on one core
+
+
+def _resolve(obj: Any, path: str) -> Any:
+    for name in filter(None, path.split(".")):
+        obj = getattr(obj, name)
+    return obj
+
+
 def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my", max_steps: int = 40,
           image_size: int = 224, vap_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per-step ``act`` time of the base vs VAP around it, one torch thread; medians over repeats.
@@ -243,6 +275,7 @@ def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my",
     import torch
 
     torch.set_num_threads(1)
+    load_before = os.getloadavg()  # timings on a shared machine mean little without it
     vap_options = dict(vap_options or {})
     base_name = str(vap_options.setdefault("vap_base", "generic" if generic_available() else "scripted_expert"))
     suite = registry.suites()[SUITE]
@@ -255,16 +288,24 @@ def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my",
         _episode_times(env, vap, seed, 3, inner_resets)  # warm-up: weights, text encoder, first-episode caches
         inner_acts: list[float] = []  # the base's act calls (timed from here on)
         _timed(base, "act", inner_acts)
+        parts: dict[str, list[float]] = {name: [] for name in VAP_PARTS}
+        for name, (owner, method) in VAP_PARTS.items():
+            _timed(_resolve(vap, owner), method, parts[name])
         runs = []
         for r in range(repeats):
             b, v, steady, paired, b_reset, v_reset = [], [], [], [], 0.0, 0.0
+            first_own, later_own, first_parts, later_parts = [], [], [], []
             for e in range(episodes):
                 s = seed + 100 * r + e
                 br, bt = _episode_times(env, base, s, max_steps)
                 inner_acts.clear()  # keep only the calls VAP makes in its own episode
-                vr, vt = _episode_times(env, vap, s, max_steps, inner_resets)
+                own: list[float] = []
+                step_parts: list[dict[str, float]] = []
+                vr, vt = _episode_times(env, vap, s, max_steps, inner_resets, inner_acts, own, parts, step_parts)
                 b, v, steady, paired = b + bt, v + vt, steady + vt[1:], paired + inner_acts
                 b_reset, v_reset = b_reset + br, v_reset + vr
+                first_own, later_own = first_own + own[:1], later_own + own[1:]
+                first_parts, later_parts = first_parts + step_parts[:1], later_parts + step_parts[1:]
             # "with reset": the per-episode set-up (instruction encoding; VAP: also the reference images) spread
             # over the episode's steps, for both policies alike.
             runs.append({"base_ms": 1000 * statistics.mean(b), "vap_ms": 1000 * statistics.mean(v),
@@ -272,9 +313,15 @@ def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my",
                          "base_median_ms": 1000 * statistics.median(b), "steps": len(v),
                          "base_with_reset_ms": 1000 * (sum(b) + b_reset) / len(b),
                          "vap_with_reset_ms": 1000 * (sum(v) + v_reset) / len(v),
-                         "paired_base_ms": 1000 * sum(paired) / len(v)})
+                         "paired_base_ms": 1000 * sum(paired) / len(v),
+                         # VAP's own work (its act minus the base's act inside it): the absolute budgets
+                         "first_step_own_ms": 1000 * statistics.median(first_own),
+                         "later_steps_own_ms": 1000 * statistics.median(later_own),
+                         **{f"first_{k}_ms": 1000 * statistics.median(p[k] for p in first_parts) for k in VAP_PARTS},
+                         **{f"later_{k}_ms": 1000 * statistics.median(p[k] for p in later_parts) for k in VAP_PARTS}})
     finally:
         env.close()
+    load_after = os.getloadavg()
     med = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
     return {"base": base_name, "vap_options": vap_options, "task": task, "image_size": image_size,
             "episodes": episodes, "repeats": repeats,
@@ -289,7 +336,12 @@ def speed(episodes: int, repeats: int, seed: int, task: str = "fractal_pick_my",
             "paired_base_ms_per_step": med["paired_base_ms"],
             "vap_overhead_rel_paired": statistics.median((run["vap_ms"] - run["paired_base_ms"])
                                                          / max(run["paired_base_ms"], 1e-9) for run in runs),
-            "runs": runs}
+            "first_step_own_ms_median": med["first_step_own_ms"],
+            "later_steps_own_ms_median": med["later_steps_own_ms"],
+            "budgets_ms": {"first_step_own": FIRST_STEP_BUDGET_MS, "later_steps_own": LATER_STEP_BUDGET_MS},
+            "parts_ms_median": {k: {"first": med[f"first_{k}_ms"], "later": med[f"later_{k}_ms"]} for k in VAP_PARTS},
+            "load_average_1_5_15": {"before": list(load_before), "after": list(load_after)},
+            "cpu_count": os.cpu_count(), "runs": runs}
 
 
 def speed_markdown(r: dict[str, Any]) -> str:
@@ -306,7 +358,23 @@ def speed_markdown(r: dict[str, Any]) -> str:
         f"| {label} | {r['base_ms_per_step']:.1f} | {r['vap_ms_per_step']:.1f} | "
         f"{r['vap_overhead_ms_per_step']:.1f} | {rel} | {r['vap_steady_ms_per_step_median']:.1f} | "
         f"{r['base_with_reset_ms_per_step']:.1f} / {r['vap_with_reset_ms_per_step']:.1f} | {rel_reset} | "
-        f"{r['paired_base_ms_per_step']:.1f} | {rel_paired} |"])
+        f"{r['paired_base_ms_per_step']:.1f} | {rel_paired} |",
+        "",
+        "| VAP's own work (median ms, one core) | measured | budget |",
+        "| --- | --- | --- |",
+        f"| first step (grounding + first prompt) | {r['first_step_own_ms_median']:.1f} | "
+        f"≤ {r['budgets_ms']['first_step_own']:.0f} |",
+        f"| later steps (tracking, mask, recolour) | {r['later_steps_own_ms_median']:.2f} | "
+        f"≤ {r['budgets_ms']['later_steps_own']:.0f} |",
+        "",
+        "Where the time goes (median ms per step, first / later): " + ", ".join(
+            f"{k} {v['first']:.1f} / {v['later']:.2f}" for k, v in r["parts_ms_median"].items()),
+        f"Load average (1, 5, 15 min) before {_load(r, 'before')}, after {_load(r, 'after')}; "
+        f"{r['cpu_count']} CPUs."])
+
+
+def _load(r: dict[str, Any], when: str) -> str:
+    return "/".join(f"{x:.2f}" for x in r["load_average_1_5_15"][when])
 
 
 # -- calibration on train-split objects ------------------------------------------------------------------------
