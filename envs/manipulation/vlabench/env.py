@@ -245,9 +245,7 @@ class PersonalizedVLABenchEnv(gym.Env):
         fx_xy, positions = laid
         self.fixture = None if fx_xy is None else Fixture(self.task.fixture, (float(fx_xy[0]), float(fx_xy[1])),
                                                           BOX_HALF if self.task.fixture == "box" else PLATE_RADIUS)
-        look = room_look(rng) if self.track.random_look else Look()
-        jitter = rng.uniform(-0.04, 0.04, 3)  # the front camera is re-posed per episode
-        look.front_eye = tuple(np.array(look.front_eye) + jitter)
+        look = self._room_look(rng)
         specs, self.objects = [], []
         for k, (inst, xy) in enumerate(zip(objs, positions, strict=True)):
             tex = texture if k == 0 else texture_of(inst)
@@ -278,16 +276,7 @@ class PersonalizedVLABenchEnv(gym.Env):
         yaws = [float(rng.choice([0.0, math.pi]) + rng.uniform(-0.3, 0.3)) for _ in objs]
         objs, yaws, xs = _row(rng, objs, yaws, float(centre[0]), SHELF_HALF, 0.0)
         ys = centre[1] + rng.uniform(-0.01, 0.01, len(objs))
-        look = room_look(rng) if self.track.random_look else Look()
-        jitter = rng.uniform(-0.04, 0.04, 3)
-        look.front_eye = tuple(np.array(look.front_eye) + jitter)
-        specs, self.objects = [], []
-        for k, inst in enumerate(objs):
-            tex = texture if k == 0 else texture_of(inst)
-            role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
-            specs.append(self._spec(f"obj{k}", inst, tex, (xs[k], ys[k]), yaws[k], TABLE_Z + board))
-            self.objects.append(Placed(f"obj{k}", role, inst))
-        return self._finish_reset(rng, target, texture, style, specs, look)
+        return self._place_row(rng, target, texture, style, objs, xs, ys, yaws, TABLE_Z + board)
 
     def _reset_buttons(self, rng: np.random.Generator, target: ObjectInstance, texture: np.ndarray,
                        others: list[ObjectInstance], style: str):
@@ -302,14 +291,25 @@ class PersonalizedVLABenchEnv(gym.Env):
         self.buttons = [Fixture("button", (float(xs[k]), float(ys[k] - x_extent(inst, yaws[k] + math.pi / 2)
                                                                 - BUTTON_GAP - BUTTON_HALF)),
                                 BUTTON_HALF, {"index": k}) for k, inst in enumerate(objs)]
+        return self._place_row(rng, target, texture, style, objs, xs, ys, yaws, TABLE_Z)
+
+    def _room_look(self, rng: np.random.Generator) -> Look:
+        """The episode's room look (random on tracks that ask for it); the front camera is re-posed per episode."""
         look = room_look(rng) if self.track.random_look else Look()
         jitter = rng.uniform(-0.04, 0.04, 3)
         look.front_eye = tuple(np.array(look.front_eye) + jitter)
+        return look
+
+    def _place_row(self, rng: np.random.Generator, target: ObjectInstance, texture: np.ndarray, style: str,
+                   objs: list[ObjectInstance], xs, ys, yaws, base_z: float):
+        """Build an episode whose objects (target first) stand at given positions and yaws on a surface at
+        ``base_z``."""
+        look = self._room_look(rng)
         specs, self.objects = [], []
         for k, inst in enumerate(objs):
             tex = texture if k == 0 else texture_of(inst)
             role = "target" if k == 0 else ("distractor" if inst.category == target.category else "clutter")
-            specs.append(self._spec(f"obj{k}", inst, tex, (xs[k], ys[k]), yaws[k]))
+            specs.append(self._spec(f"obj{k}", inst, tex, (xs[k], ys[k]), yaws[k], base_z))
             self.objects.append(Placed(f"obj{k}", role, inst))
         return self._finish_reset(rng, target, texture, style, specs, look)
 
