@@ -79,16 +79,22 @@ def l1_norm(z: np.ndarray) -> float:
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
-def momentum_project_(g: np.ndarray, c: np.ndarray, beta: float, eps: float, out: np.ndarray) -> None:
-    """out = g − (⟨g,c⟩/(‖c‖²+ε)) c, then c ← β c + (1−β) out in place (two passes)."""
-    if c.size != g.size or out.size != g.size:
-        raise ValueError("momentum_project_: g, c and out differ in size")
+def _projection_coef(g: np.ndarray, c: np.ndarray, eps: float) -> float:
+    """⟨g,c⟩/(‖c‖²+ε): how much of g lies along the momentum c (one pass)."""
     gc = 0.0
     cc = 0.0
     for i in range(g.size):
         gc += g[i] * c[i]
         cc += c[i] * c[i]
-    coef = gc / (cc + eps)
+    return gc / (cc + eps)
+
+
+@numba.njit(cache=True, fastmath=FASTMATH)
+def momentum_project_(g: np.ndarray, c: np.ndarray, beta: float, eps: float, out: np.ndarray) -> None:
+    """out = g − (⟨g,c⟩/(‖c‖²+ε)) c, then c ← β c + (1−β) out in place (two passes)."""
+    if c.size != g.size or out.size != g.size:
+        raise ValueError("momentum_project_: g, c and out differ in size")
+    coef = _projection_coef(g, c, eps)
     for i in range(g.size):
         u = g[i] - coef * c[i]
         out[i] = u
@@ -102,12 +108,7 @@ def momentum_project_step_(g: np.ndarray, c: np.ndarray, beta: float, eps: float
     written out: one pass less over a large head's gradient (u and c are computed exactly as there)."""
     if c.size != g.size or params.size != g.size:
         raise ValueError("momentum_project_step_: g, c and params differ in size")
-    gc = 0.0
-    cc = 0.0
-    for i in range(g.size):
-        gc += g[i] * c[i]
-        cc += c[i] * c[i]
-    coef = gc / (cc + eps)
+    coef = _projection_coef(g, c, eps)
     a = params.dtype.type(alpha)
     for i in range(g.size):
         u = g[i] - coef * c[i]
