@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="launch.train_embedder", description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("checkpoints/instance_embedder"))
-    parser.add_argument("--episodes", type=int, default=60, help="generic_simpler episodes per task")
+    parser.add_argument("--episodes", type=int, default=240, help="generic_simpler episodes per task")
     parser.add_argument("--augmentations", type=int, default=3, help="random views per crop")
     parser.add_argument("--steps", type=int, default=TrainConfig.steps)
     args = parser.parse_args(argv)

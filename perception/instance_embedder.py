@@ -54,7 +54,7 @@ class HeadConfig:
 class TrainConfig:
     """Supervised-contrastive training of the head (all randomness from ``seed``)."""
 
-    steps: int = 400
+    steps: int = 1200
     lr: float = 1e-3
     weight_decay: float = 1e-4
     temperature: float = 0.1
@@ -112,7 +112,9 @@ class Sample:
 def featurise(samples: Sequence[Sample], augmentations: int, seed: int, batch: int = 64,
               ) -> tuple[np.ndarray, list[int]]:
     """Pooled MobileNetV2 features of every sample and ``augmentations`` random views of it; returns (features,
-    index of the sample each row came from)."""
+    index of the sample each row came from). Features are taken at the crop's own size, exactly as the matcher's
+    embedder (``perception.embedders.InstanceEmbedder``) computes them at run time: a head trained on another input
+    resolution sees other feature statistics when it is used."""
     from perception.mobilenet_v2 import pooled_features
 
     rng = np.random.default_rng(seed)
@@ -123,7 +125,7 @@ def featurise(samples: Sequence[Sample], augmentations: int, seed: int, batch: i
         for _ in range(augmentations):
             crops.append(augment(s.crop, rng))
             origin.append(i)
-    feats = [pooled_features(np.stack(crops[k:k + batch])) for k in range(0, len(crops), batch)]
+    feats = [pooled_features(np.stack(crops[k:k + batch]), size=None) for k in range(0, len(crops), batch)]
     return np.concatenate(feats).astype(np.float32), origin
 
 
@@ -209,7 +211,8 @@ def save_head(head: nn.Module, folder: str | Path, config: HeadConfig, training:
     digest = sha256_file(folder / WEIGHTS_FILE)
     (folder / f"{WEIGHTS_FILE}.sha256").write_text(f"{digest}  {WEIGHTS_FILE}\n")
     manifest = {"format": FORMAT, "file": WEIGHTS_FILE, "sha256": digest, "config": asdict(config),
-                "features": "mobilenet_v2 pooled (frozen), crops from perception.candidate.object_crop",
+                "features": "mobilenet_v2 pooled (frozen) at the crop's own size, "
+                            "crops from perception.candidate.object_crop",
                 "training": training}
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest

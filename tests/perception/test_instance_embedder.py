@@ -53,6 +53,17 @@ def test_training_is_deterministic_by_seed(renders):
     assert np.mean(loss_a[-5:]) < np.mean(loss_a[:5])  # it learns something on its own training views
 
 
+def test_training_features_are_the_features_the_matcher_sees(renders):
+    """The head is trained on exactly the pooled features the run-time embedder computes for a crop (same input
+    resolution): a mismatch here silently shifts the head's input distribution."""
+    from perception.embedders import MobileNetEmbedder
+
+    samples, feats, origin = renders
+    rows = [origin.index(i) for i in range(3)]  # each sample's own (un-augmented) row
+    run_time = MobileNetEmbedder().pooled(np.stack([samples[i].crop for i in range(3)]))
+    assert np.allclose(feats[rows], run_time, atol=1e-4)
+
+
 def test_supcon_hard_negatives_raise_the_loss():
     z = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.5, 0.5], [0.4, 0.6]]), dim=1)
     labels = torch.tensor([0, 0, 1, 1])
@@ -124,3 +135,14 @@ def test_option_switches_the_embedding_cue():
             build({"vap_matcher_embedder": "instance", "vap_embed_size": 64})
     finally:
         env.close()
+
+
+def test_retrieval_with_a_missing_checkpoint_exits_2_and_writes_nothing(tmp_path, capsys):
+    from sim_benchmarks.studies.vap import instance_retrieval
+
+    out = tmp_path / "out"
+    rc = instance_retrieval.main(["--matchers", "default,instance", "--instance-checkpoint", str(tmp_path / "absent"),
+                                  "--out", str(out)])
+    assert rc == 2 and not out.exists()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "manifest.json" in err

@@ -89,15 +89,17 @@ def candidate_sets(suite: str, tasks: Sequence[str], episodes: int, seed: int,
             env.close()
 
 
-def make_matcher(name: str) -> Any:
-    """A fresh matcher variant: ``default`` (today's cues) or ``instance`` (the trained embedder as embedding cue)."""
-    from perception.embedders import make_embedder
+def make_matcher(name: str, instance_checkpoint: Path | None = None) -> Any:
+    """A fresh matcher variant: ``default`` (today's cues) or ``instance`` (the trained embedder as embedding cue,
+    from ``instance_checkpoint`` or the shipped ``checkpoints/instance_embedder``)."""
+    from perception.embedders import InstanceEmbedder, make_embedder
     from perception.matching import InstanceMatcher, MatcherConfig
 
     if name not in MATCHERS:
         raise choice_error("matcher", name, MATCHERS)
     config = MatcherConfig(components=("embedding",)) if name.endswith("_cue_only") else MatcherConfig()
-    matcher = InstanceMatcher(config, embedder=make_embedder("instance" if name.startswith("instance") else None))
+    embedder = InstanceEmbedder(instance_checkpoint) if name.startswith("instance") else make_embedder(None)
+    matcher = InstanceMatcher(config, embedder=embedder)
     if name.endswith("_refit"):
         return refit(matcher)
     if name.endswith("_refit_personal"):
@@ -124,11 +126,12 @@ def refit(matcher: Any, episodes: int = 30, seed: int = REFIT_SEED, suite: str =
     return InstanceMatcher(fitted, embedder=matcher.embedder)
 
 
-def score_sets(sets: Iterator[CandidateSet], matchers: Sequence[str]) -> tuple[dict[str, list[int]], list[dict]]:
+def score_sets(sets: Iterator[CandidateSet], matchers: Sequence[str], instance_checkpoint: Path | None = None,
+               ) -> tuple[dict[str, list[int]], list[dict]]:
     """Top-1 hit (1/0) of each matcher variant on every set; the same sets for all variants (paired)."""
     from perception.candidate import Candidate, box_of_mask
 
-    variants = {m: make_matcher(m) for m in matchers}
+    variants = {m: make_matcher(m, instance_checkpoint) for m in matchers}
     hits: dict[str, list[int]] = {m: [] for m in matchers}
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -167,16 +170,16 @@ def summarise(hits: dict[str, list[int]], rows: list[dict[str, Any]], tasks: Seq
 
 
 def retrieval(episodes: int, seed: int, matchers: Sequence[str], tasks: Sequence[str] | None = None,
-              ) -> dict[str, Any]:
+              instance_checkpoint: Path | None = None) -> dict[str, Any]:
     """Top-1 of each matcher over the same candidate sets, with Wilson CIs and paired differences."""
     tasks = list(tasks or registry.suites()[SUITE].tasks)
     t0 = time.perf_counter()
-    hits, rows = score_sets(candidate_sets(SUITE, tasks, episodes, seed), matchers)
+    hits, rows = score_sets(candidate_sets(SUITE, tasks, episodes, seed), matchers, instance_checkpoint)
     n = len(rows)
     if n == 0:
         raise ConfigError("no candidate set had the personal object among two or more candidates")
     out: dict[str, Any] = {"suite": SUITE, "split": "test", "tasks": tasks, "episodes_per_task": episodes,
-                           "seed": seed, "sets": n,
+                           "seed": seed, "sets": n, "instance_checkpoint": str(instance_checkpoint or "shipped"),
                            # episodes whose first frame gave < 2 candidates or missed the personal object
                            "skipped": episodes * len(tasks) - n, **summarise(hits, rows, tasks), "rows": rows}
     out["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -207,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=50000)
     parser.add_argument("--matchers", default="default", help=f"comma-separated, first is the baseline: {MATCHERS}")
     parser.add_argument("--tasks", default="", help="comma-separated personalized_simpler tasks (default: all)")
+    parser.add_argument("--instance-checkpoint", type=Path, default=None,
+                        help="instance embedder folder for the instance* matchers (default: the shipped one)")
     parser.add_argument("--out", type=Path, default=Path("runs/instance_retrieval"))
     args = parser.parse_args(argv)
     if args.episodes < 1:
@@ -221,7 +226,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if t not in registry.suites()[SUITE].tasks:
             raise choice_error(f"task of {SUITE}", t, list(registry.suites()[SUITE].tasks))
     check_out_dir(args.out)
-    result = retrieval(args.episodes, args.seed, matchers, tasks)
+    if args.instance_checkpoint is not None and any(m.startswith("instance") for m in matchers):
+        from perception.instance_embedder import load_head
+
+        load_head(args.instance_checkpoint)  # a bad folder is one line and exit 2 before any scene is rendered
+    result = retrieval(args.episodes, args.seed, matchers, tasks, args.instance_checkpoint)
     args.out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out / "retrieval.json", result)
     table = markdown(result)
