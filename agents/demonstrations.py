@@ -92,6 +92,9 @@ class Demos:
     targets: list[np.ndarray] = field(default_factory=list)
     # The goal's (anchor / receptacle) start position per frame, NaN for pick tasks: training-only, like targets.
     goals: list[np.ndarray] = field(default_factory=list)
+    # Where the target and goal starts appear in the frame's camera (2×2 image coordinates in [-1, 1], NaN rows
+    # for no goal), for suites whose camera moves between episodes; training-only labels, like targets.
+    uv: list[np.ndarray] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)  # one summary per attempted episode
 
     def __len__(self) -> int:
@@ -99,7 +102,8 @@ class Demos:
 
     def extend(self, other: Demos) -> None:
         """Append another collection's frames and episode records (e.g. the next block, or driven episodes)."""
-        for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets", "goals"):
+        for name in ("frames", "instructions", "states", "actions", "episode", "task", "episodes", "targets", "goals",
+                     "uv"):
             getattr(self, name).extend(getattr(other, name))
 
 

@@ -99,7 +99,8 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
     Episode i runs task ``cfg.tasks[i % len(tasks)]`` with seeds from :func:`agents.demonstrations.episode_rng`,
     so blocks collected separately concatenate to exactly what one pass collects. ``frames`` hold the raw
     rendered front images (uint8); ``targets`` / ``goals`` hold the target's and the fixture's start positions in
-    the robot base frame (the frame of ``ee_state``; training-only labels, never policy inputs).
+    the robot base frame (the frame of ``ee_state``) and ``uv`` where they appear in that episode's front view
+    (training-only labels, never policy inputs).
     """
     from envs.manipulation.vlabench import scene
     from envs.manipulation.vlabench.env import make_env
@@ -129,8 +130,14 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
             expert.reset(text, {**info, "policy_seed": env_seed})
             ps = env.unwrapped.privileged_state()
             target_start = to_base_frame(ps["target"]["start"])
-            goal_start = np.full(3, np.nan, np.float32) if ps["fixture"] is None else \
-                to_base_frame([*ps["fixture"]["xy"], float(ps["target"]["start"][2])])
+            start = np.asarray(ps["target"]["start"], float)
+            goal_world = None if ps["fixture"] is None else np.array([*ps["fixture"]["xy"], start[2]])
+            goal_start = np.full(3, np.nan, np.float32) if goal_world is None else to_base_frame(goal_world)
+            # The front camera is re-posed every episode: its own projection labels the object-memory heatmaps.
+            uv = np.full((2, 2), np.nan, np.float32)
+            uv[0] = env.unwrapped.scene.project("front", start)[0]
+            if goal_world is not None:
+                uv[1] = env.unwrapped.scene.project("front", goal_world)[0]
             frames, states, actions = [], [], []
             step_info: dict[str, Any] = {}
             while True:
@@ -160,6 +167,7 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                 demos.task += [task] * n
                 demos.targets += [target_start] * n
                 demos.goals += [goal_start] * n
+                demos.uv += [uv] * n
     finally:
         for env in envs.values():
             env.close()

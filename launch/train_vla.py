@@ -49,9 +49,9 @@ from sim_benchmarks.train_log import TrainLog, write_json_atomic
 
 CACHE_FORMAT = "embodia.vla_demos/1"
 SUITES = ("personalized_simpler", "personalized_vlabench")
-# Options that only the SIMPLER demonstrator / memory heads know, with their defaults: set on another suite they
+# Options that only the SIMPLER demonstrator knows, with their defaults: set on another suite they
 # are an error rather than silently ignored.
-SIMPLER_ONLY = {"dagger": None, "dagger_demos": 0, "memory": 0, "words": 0, "split": "train",
+SIMPLER_ONLY = {"dagger": None, "dagger_demos": 0, "split": "train",
                 "expert_descent": "gated", "expert_regrasps": 0, "drop_fraction": 0.0}
 
 
@@ -110,6 +110,8 @@ def _write_block(path: Path, demos: Demos, images: np.ndarray | None = None) -> 
         extra["targets"] = np.stack(demos.targets).astype(np.float32)
     if demos.goals:
         extra["goals"] = np.stack(demos.goals).astype(np.float32)
+    if demos.uv:
+        extra["uv"] = np.stack(demos.uv).astype(np.float32)
     np.savez_compressed(tmp, **extra, features=feats,
              states=np.asarray(demos.states, np.float32).reshape(len(demos), -1),
              actions=np.asarray(demos.actions, np.float32).reshape(len(demos), -1),
@@ -126,7 +128,8 @@ def _read_block(path: Path) -> Demos:
                  states=list(z["states"]), actions=list(z["actions"]), episode=[int(e) for e in z["episode"]],
                  task=meta["tasks"], episodes=meta["episodes"],
                  targets=list(z["targets"]) if "targets" in z.files and n else [],
-                 goals=list(z["goals"]) if "goals" in z.files and n else [])
+                 goals=list(z["goals"]) if "goals" in z.files and n else [],
+                 uv=list(z["uv"]) if "uv" in z.files and n else [])
 
 
 BLOCK = 8  # episodes per saved block: an interrupted collection resumes from the last finished block
@@ -168,6 +171,7 @@ def save_cache(path: Path, demos: Demos, cfg: DemoConfig, vision: VisionSpec) ->
              actions=np.stack(demos.actions), episode=np.asarray(demos.episode),
              targets=np.stack(demos.targets) if len(demos.targets) == len(demos) else np.zeros((0, 3), np.float32),
              goals=np.stack(demos.goals) if len(demos.goals) == len(demos) else np.zeros((0, 3), np.float32),
+             uv=np.stack(demos.uv) if len(demos.uv) == len(demos) else np.zeros((0, 2, 2), np.float32),
              text_index=np.asarray([table.index(t) for t in demos.instructions]),
              meta=json.dumps({"format": CACHE_FORMAT, "instructions": table, "demo_config": asdict(cfg),
                               "vision": asdict(vision), "episodes": demos.episodes, "tasks": demos.task}))
@@ -181,7 +185,8 @@ def load_cache(path: Path, vision: VisionSpec) -> tuple[dict[str, Any], dict[str
         z = np.load(path, allow_pickle=False)
         meta = json.loads(str(z["meta"]))
         arrays = {k: z[k] for k in ("features", "states", "actions", "episode", "text_index")}
-        for label in ("targets", "goals"):  # privileged training-only labels; caches from older runs may lack them
+        # privileged training-only labels; caches from older runs may lack them
+        for label in ("targets", "goals", "uv"):
             if label in z.files and len(z[label]) == len(arrays["actions"]):
                 arrays[label] = z[label]
     except (OSError, KeyError, ValueError) as exc:
@@ -402,11 +407,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         meta, arr = load_cache(cache, vision)
         encoder = load_text_encoder()
         texts = encoder.encode(meta["instructions"])
-        # which camera saw each frame: only object-memory heads (SIMPLER only) project positions with it
+        # which camera saw each frame: object-memory heads project SIMPLER positions with it (VLABench's front
+        # camera moves between episodes, so its demos record the image positions instead)
         embodiment = None if vlabench else np.asarray([GENERIC_TASKS[t].embodiment for t in meta["tasks"]])
         data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
                           arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"), arr.get("goals"),
-                          embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None)
+                          embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None,
+                          arr.get("uv"))
         head_cfg = init.config if init is not None else HeadConfig(
             vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
             dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0, memory=args.memory,

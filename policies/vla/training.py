@@ -68,6 +68,9 @@ class DemoArrays:
     goals: np.ndarray | None = None  # N×3 goal start xyz, NaN for pick tasks (privileged, memory heads only)
     embodiment: np.ndarray | None = None  # N embodiment names (which camera saw the frame; memory heads only)
     word_table: np.ndarray | None = None  # T×W×384 per-word embeddings of each instruction (word-additive heads)
+    # N×2×2 image coordinates of the target and goal starts, recorded per episode (NaN = none); when given they
+    # replace the projection by ``embodiment`` (suites whose camera moves between episodes)
+    uv: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -106,9 +109,11 @@ def aux_targets(data: DemoArrays) -> tuple[np.ndarray, np.ndarray]:
 def memory_labels(data: DemoArrays, memory: int) -> dict[str, np.ndarray]:
     """Per-frame labels of the remembered objects (described object, goal): table ``xy`` (N×M×2, metres), image
     ``uv`` (N×M×2, see :func:`envs.manipulation.scene.project_to_image`) and ``valid`` (N×M): the described object
-    only until the episode's first grasp (it moves after), the goal wherever the task has one."""
-    if data.targets is None or data.embodiment is None or (memory > 1 and data.goals is None):
-        raise ConfigError("an object-memory head needs demonstrations with target/goal positions and embodiments")
+    only until the episode's first grasp (it moves after), the goal wherever the task has one. Recorded
+    ``data.uv`` is used as is; otherwise the points are projected with each frame's embodiment camera."""
+    if data.targets is None or (data.embodiment is None and data.uv is None) or (memory > 1 and data.goals is None):
+        raise ConfigError("an object-memory head needs demonstrations with target/goal positions and embodiments "
+                          "or recorded image positions")
     points = [data.targets, data.goals][:memory]
     _, pre_grasp = aux_targets(data)
     xy = np.zeros((len(data), memory, 2), np.float32)
@@ -117,9 +122,13 @@ def memory_labels(data: DemoArrays, memory: int) -> dict[str, np.ndarray]:
     for k, pts in enumerate(points):
         ok = np.isfinite(pts).all(1)
         xy[ok, k] = pts[ok, :2]
-        for name in np.unique(data.embodiment):
-            sel = ok & (data.embodiment == name)
-            uv[sel, k] = project_to_image(str(name), pts[sel])
+        if data.uv is not None:
+            ok &= np.isfinite(data.uv[:, k]).all(1)
+            uv[ok, k] = data.uv[ok, k]
+        else:
+            for name in np.unique(data.embodiment):
+                sel = ok & (data.embodiment == name)
+                uv[sel, k] = project_to_image(str(name), pts[sel])
         inside = (np.abs(uv[:, k]) < 1).all(1)
         valid[:, k] = ok & inside & ((pre_grasp > 0) if k == 0 else True)
     return {"xy": xy, "uv": uv, "valid": valid}

@@ -89,5 +89,35 @@ def test_tiny_vlabench_training_is_deterministic_and_acts_through_the_suite(tmp_
         assert policy.base.bundle.config == bundle.config
         out = run_episode(env, policy, env_seed=3, policy_seed=0, episode_metrics=_metrics)
         assert out.steps == 4 and set(out.metrics) >= {"success", "correct_object", "progress_score"}
+        # an object-memory head trains on the same demos (labels: the recorded front-view positions) and acts too
+        run(["--out", str(tmp_path / "m"), "--demo-cache", str(tmp_path / "a" / "demos.npz"), "--memory", "2",
+             *args])
+        memory_ctx = registry.PolicyContext(suite=SUITE, task="select_my_pick", policy="generic", seed=0, env=env,
+                                            options={"vla_checkpoint": str(tmp_path / "m" / "checkpoint")})
+        memory_policy = registry.policies()["generic"].factory(memory_ctx)
+        assert memory_policy.base.bundle.config.memory == 2
+        assert run_episode(env, memory_policy, env_seed=3, policy_seed=0, episode_metrics=_metrics).steps == 4
     finally:
         env.close()
+
+
+def test_front_view_projection_lands_on_the_object_and_labels_the_demos():
+    from agents.vlabench_demonstrations import collect_vlabench_demos
+    from envs.manipulation.vlabench.env import make_env
+
+    env = make_env("select_my_in_box", {"track": "in_distribution", "cameras": ("front",), "image_size": 128,
+                                        "references": False})
+    try:
+        for seed in range(3):
+            env.reset(seed=seed)
+            scene = env.unwrapped.scene
+            seg = scene.render("front", segmentation=True)
+            for obj in env.unwrapped.privileged_state()["objects"]:
+                middle = np.asarray(obj["start"]) + [0.0, 0.0, obj["height"] / 2]
+                u, v = ((scene.project("front", middle)[0] + 1) / 2 * 128).astype(int)
+                assert seg[v, u] == obj["body"]  # the object's own pixel, not a neighbour's or the table's
+    finally:
+        env.close()
+    demos = collect_vlabench_demos(VLABenchDemoConfig(tasks=("select_my_in_box",), episodes=1, image_size=64))
+    assert len(demos.uv) == len(demos) > 0
+    assert np.isfinite(demos.uv[0]).all() and (np.abs(demos.uv[0]) < 1).all()  # target and box both in view

@@ -443,6 +443,16 @@ class VLABenchScene:
         c = self.model.camera(camera).id
         return self.data.cam_xpos[c].copy(), self.data.cam_xmat[c].reshape(3, 3).copy(), float(self.model.cam_fovy[c])
 
+    def project(self, camera: str, points: np.ndarray) -> np.ndarray:
+        """World xyz points (N×3) → the camera's image coordinates (N×2) in [-1, 1]: x to the right, y downwards,
+        ±1 at the image edges (square images; the convention of ``envs.manipulation.scene.project_to_image``).
+        Training labels only, never a policy input."""
+        pos, rot, fovy = self.camera_matrices(camera)
+        cam = (np.asarray(points, np.float64).reshape(-1, 3) - pos) @ rot  # camera frame: looks along -z, y up
+        f = 1.0 / math.tan(math.radians(fovy) / 2)
+        depth = -cam[:, 2:3]
+        return np.concatenate([f * cam[:, 0:1] / depth, -f * cam[:, 1:2] / depth], axis=1)
+
     def close(self) -> None:
         """Free the GL context (idempotent)."""
         if self._renderer is not None:

@@ -16,6 +16,7 @@ from policies.vla.training import (
     chunk_targets,
     episode_batches,
     heatmap_loss,
+    memory_labels,
     split_episodes,
     train_head,
 )
@@ -280,3 +281,21 @@ def test_word_additive_heatmap_is_a_sum_over_words():
         head.remember(pixels, text)
     with pytest.raises(ConfigError, match="needs an object-memory head"):
         FiLMActionHead(HeadConfig(vision=cfg.vision, state_dim=6, words=3))
+
+
+def test_memory_labels_take_recorded_image_positions_over_the_embodiment_camera():
+    n = 6
+    actions = np.zeros((n, 7), np.float32)
+    actions[4:, 6] = 1.0  # the gripper closes at frame 4: the described object moves after
+    uv = np.tile(np.array([[0.2, -0.3], [np.nan, np.nan]], np.float32), (n, 1, 1))
+    targets = np.tile(np.array([0.5, 0.1, 0.0], np.float32), (n, 1))
+    data = DemoArrays(torch.zeros(n, 3, 8, 8, dtype=torch.uint8), np.zeros((1, 384), np.float32),
+                      np.zeros(n, np.int64), np.zeros((n, 6), np.float32), actions, np.zeros(n, np.int64),
+                      targets=targets, goals=np.full((n, 3), np.nan, np.float32), uv=uv)
+    labels = memory_labels(data, 2)
+    assert np.allclose(labels["uv"][:, 0], [0.2, -0.3]) and np.allclose(labels["xy"][:, 0], [0.5, 0.1])
+    assert labels["valid"][:, 0].tolist() == [1, 1, 1, 1, 0, 0]  # until the first grasp
+    assert not labels["valid"][:, 1].any()  # no goal recorded (a pick task)
+    with pytest.raises(ConfigError, match="image positions"):
+        memory_labels(DemoArrays(data.features, data.text_table, data.text_index, data.states, actions,
+                                 data.episode, targets=targets), 1)
