@@ -50,6 +50,9 @@ class VLABenchDemoConfig:
     max_steps: int = 80
     relabel: bool = True
     keep_failed: bool = False
+    # Share of episodes rendered with a randomised room look (plain/gradient surfaces, random light): the base then
+    # sees more than the one default table; the unseen_texture track's wood/tile/noise textures are never used.
+    look_randomisation: float = 0.0
 
     def __post_init__(self) -> None:
         for t in self.tasks:
@@ -57,6 +60,8 @@ class VLABenchDemoConfig:
                 raise choice_error("demonstration task", t, sorted(TASKS))
         if self.episodes < 1:
             raise ConfigError(f"demo episodes must be >= 1, got {self.episodes}")
+        if not 0.0 <= self.look_randomisation <= 1.0:
+            raise ConfigError(f"look_randomisation must be in [0, 1], got {self.look_randomisation}")
         if self.noise_std < 0 or not 0.0 <= self.noise_fraction <= 1.0:
             raise ConfigError(f"noise_std must be >= 0 and noise_fraction in [0, 1], got {self.noise_std}, "
                               f"{self.noise_fraction}")
@@ -111,17 +116,19 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
     indices = range(cfg.episodes) if indices is None else indices
     opts = {"track": GENERIC_TRACK, "action_mode": "delta", "cameras": cfg.cameras, "image_size": cfg.image_size,
             "max_steps": cfg.max_steps, "references": False}
-    envs: dict[str, Any] = {}
+    envs: dict[tuple[str, bool], Any] = {}
     demos = Demos()
     try:
         for i in indices:
             task = cfg.tasks[i % len(cfg.tasks)]
-            if task not in envs:
-                envs[task] = make_env(task, opts)
-            env = envs[task]
             rng = episode_rng(cfg.seed, i)
             env_seed = int(rng.integers(2**31 - 1))
             noisy = bool(rng.random() < cfg.noise_fraction)
+            # drawn only when asked for, so runs without it keep their episodes
+            randomised = bool(cfg.look_randomisation and rng.random() < cfg.look_randomisation)
+            if (task, randomised) not in envs:
+                envs[task, randomised] = make_env(task, {**opts, "randomise_look": randomised})
+            env = envs[task, randomised]
             obs, info = env.reset(seed=env_seed)
             text = obs["instruction"]
             if cfg.relabel:
@@ -155,6 +162,7 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                     break
             success = bool(step_info.get("success", False))
             demos.episodes.append({"index": int(i), "task": task, "seed": env_seed, "noisy": noisy,
+                                   "randomised_look": randomised,
                                    "steps": len(actions), "success": success, "instruction": text,
                                    "correct_object": bool(step_info.get("correct_object", False))})
             if success or cfg.keep_failed:

@@ -144,7 +144,7 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
     # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
     defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", ""), ("split", "train"),
-                ("driven_part", "approach"), ("regrasps", 0), ("drop_fraction", 0.0)}
+                ("driven_part", "approach"), ("regrasps", 0), ("drop_fraction", 0.0), ("look_randomisation", 0.0)}
     # a driver is keyed by its weights' sha256, not by the folder it was read from
     content = {k: v for k, v in asdict(cfg).items() if k not in ("episodes", "driver") and (k, v) not in defaults}
     encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
@@ -289,6 +289,9 @@ def build_parser() -> ArgumentParser:
                    help="memory heads: weight of the object heatmap loss (--aux-weight weighs their xy loss)")
     p.add_argument("--memory-noise", type=float, default=TrainConfig.memory_noise,
                    help="memory heads: noise (metres) on the remembered positions during training")
+    p.add_argument("--look-randomisation", type=float, default=0.0,
+                   help="personalized_vlabench: share of demos with a randomised room look (plain/gradient "
+                        "table and floor, random light; never the unseen_texture track's textures)")
     p.add_argument("--workers", type=int, default=1, help="demo collection processes")
     p.add_argument("--demo-cache", type=Path, default=None, help="reuse a demos.npz instead of collecting")
     p.add_argument("--demo-blocks", type=Path, default=None,
@@ -330,6 +333,11 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             if getattr(args, name) != default:
                 raise ConfigError(f"--{name.replace('_', '-')} applies to --suite personalized_simpler only, "
                                   f"got {getattr(args, name)} with --suite {args.suite}")
+    if not vlabench and args.look_randomisation != 0.0:
+        raise ConfigError(f"--look-randomisation applies to --suite personalized_vlabench only, got "
+                          f"{args.look_randomisation} with --suite {args.suite}")
+    if not 0.0 <= args.look_randomisation <= 1.0:
+        raise ConfigError(f"--look-randomisation must be in [0, 1], got {args.look_randomisation}")
     if args.noise is None:
         args.noise = VLABenchDemoConfig.noise_std if vlabench else 0.01
     if args.noise < 0:
@@ -367,7 +375,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         raise choice_error("--split", args.split, DEMO_SPLITS)
     demo_cfg: DemoConfig | VLABenchDemoConfig
     if vlabench:
-        demo_cfg = VLABenchDemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise)
+        demo_cfg = VLABenchDemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
+                                      look_randomisation=args.look_randomisation)
     else:
         demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
                               descent=args.expert_descent, split=args.split, regrasps=args.expert_regrasps,
@@ -433,6 +442,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                       "driven": int(sum("driven_steps" in e for e in episodes))}
         ckpt = args.checkpoint_out or out / "checkpoint"
         training_facts = {"command": command, "seed": args.seed, "demos": demo_stats,
+                          # a fine-tune names its starting weights by content: the --init folder may be replaced
+                          **({"init_sha256": read_manifest(args.init)["weights_sha256"]} if init is not None else {}),
                           "train": {k: v for k, v in stats.items() if k != "history"},
                           "train_config": {k: v for k, v in asdict(replace(train_cfg, head=head_cfg)).items()
                                            if k != "head"}}

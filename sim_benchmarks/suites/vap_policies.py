@@ -45,6 +45,8 @@ class VAPOptions(Options):
         default="proposals", metadata={"help": "detector backend"})
     vap_detector_dir: str | None = field(default=None, metadata={"help": "local weights folder of the detector"})
     vap_min_score: float | None = field(default=None, metadata={"help": "below it grounding falls back"})
+    vap_category_weight: float | None = field(
+        default=None, metadata={"help": "0..1: how much the detector's category score weighs in the choice"})
     vap_candidates: int = field(default=PROPOSAL_CANDIDATES,
                                 metadata={"help": "proposals reaching the network and keypoint matching"})
     vap_hue_margin: float | None = field(default=None,
@@ -63,6 +65,8 @@ class VAPOptions(Options):
         require(self.vap_matcher_embedder == "mobilenet_v2" or (self.vap_embedder is None
                                                                  and self.vap_embed_size is None),
                 "vap_matcher_embedder=instance cannot be combined with vap_embedder or vap_embed_size")
+        require(self.vap_category_weight is None or 0 <= self.vap_category_weight <= 1,
+                f"vap_category_weight must be a number in [0, 1], got {self.vap_category_weight}")
         require(self.vap_candidates >= 1, f"vap_candidates must be an integer >= 1, got {self.vap_candidates}")
         require(self.vap_hue_margin is None or 0 <= self.vap_hue_margin <= 180,
                 f"vap_hue_margin must be a number of degrees in [0, 180], got {self.vap_hue_margin}")
@@ -109,7 +113,9 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
                                                     else opts.vap_embedder, opts.vap_embed_size))
     sensors, target_id, scene_ids = _privileged(ctx)
     min_score = VAPConfig.min_score if opts.vap_min_score is None else opts.vap_min_score
-    vap_cfg = VAPConfig(min_score=min_score, max_candidates=max(VAPConfig.max_candidates, opts.vap_candidates))
+    category_weight = VAPConfig.category_weight if opts.vap_category_weight is None else opts.vap_category_weight
+    vap_cfg = VAPConfig(min_score=min_score, max_candidates=max(VAPConfig.max_candidates, opts.vap_candidates),
+                        category_weight=category_weight)
     if oracle:
         detector: Any = OracleDetector(target_id_fn=target_id, scene_ids_fn=scene_ids)
     else:

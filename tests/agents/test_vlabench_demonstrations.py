@@ -1,6 +1,7 @@
 """VLABench demonstrations as SIMPLER deltas, and a tiny generic-VLA training run on the suite's generic track."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -62,6 +63,19 @@ def test_bad_config_is_one_config_error():
         VLABenchDemoConfig(tasks=("nope",))
     with pytest.raises(ConfigError, match="episodes"):
         VLABenchDemoConfig(episodes=0)
+    with pytest.raises(ConfigError, match="look_randomisation"):
+        VLABenchDemoConfig(look_randomisation=1.5)
+
+
+def test_look_randomisation_renders_the_demos_in_randomised_rooms():
+    from agents.vlabench_demonstrations import collect_vlabench_demos
+
+    cfg = VLABenchDemoConfig(tasks=("select_my_pick",), episodes=1, max_steps=2, image_size=64, seed=0)
+    plain = collect_vlabench_demos(replace(cfg, keep_failed=True))
+    room = collect_vlabench_demos(replace(cfg, keep_failed=True, look_randomisation=1.0))
+    assert plain.episodes[0]["randomised_look"] is False and room.episodes[0]["randomised_look"] is True
+    assert plain.episodes[0]["seed"] == room.episodes[0]["seed"]  # same scene, another room
+    assert not np.array_equal(plain.frames[0], room.frames[0])
 
 
 @pytest.mark.slow

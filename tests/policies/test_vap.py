@@ -173,6 +173,15 @@ def test_vap_and_oracle_mask_on_the_real_env_through_the_registry():
             registry.policies()["vap"].factory(PolicyContext(
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
                                                                            "vap_hue_margin": bad}))
+    weighted = registry.policies()["vap"].factory(PolicyContext(
+        "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
+                                                                   "vap_category_weight": 0.6}))
+    assert weighted.config.category_weight == 0.6
+    for bad in (-0.1, 1.5, "half"):
+        with pytest.raises(ConfigError, match="vap_category_weight must be a number"):
+            registry.policies()["vap"].factory(PolicyContext(
+                "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert",
+                                                                           "vap_category_weight": bad}))
     from sim_benchmarks.studies.vap.vap_benchmark import generic_available
 
     if generic_available():  # VAP's generic base is built as registered: detectors on unless told otherwise

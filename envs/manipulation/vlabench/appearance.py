@@ -1,6 +1,8 @@
 """Procedural appearance for the VLABench tracks: random room looks and object designs outside the library.
 
-``room_look`` draws table/floor textures and light for the ``unseen_texture`` track; ``novel_texture`` paints a
+``room_look`` draws table/floor textures and light for the ``unseen_texture`` track; ``training_look`` draws plain
+or gradient table/floor colours and light for randomised demonstrations (never a wood, tile or noise texture, so
+``unseen_texture`` stays unseen); ``novel_texture`` paints a
 two-colour design (diagonal stripes, halves, rings or a zigzag) that is neither a train, an extra nor a test design of
 :mod:`envs.manipulation.objects`, for the ``cross_instance`` track.
 """
@@ -46,6 +48,32 @@ def room_look(rng: np.random.Generator) -> Look:
     floor = makers[int(rng.integers(len(makers)))](rng)
     light = (float(rng.uniform(-0.6, 0.6)), float(rng.uniform(-0.6, 0.6)), -1.0)
     return Look(table_texture=texture_file(table), floor_texture=texture_file(floor), light_dir=light,
+                light_diffuse=float(rng.uniform(0.45, 0.9)), ambient=float(rng.uniform(0.2, 0.5)))
+
+
+def _gradient(rng: np.random.Generator, size: int = 128) -> np.ndarray:
+    a, b = rng.uniform(40, 220, 3), rng.uniform(40, 220, 3)
+    angle = rng.uniform(0, np.pi)
+    yy, xx = np.mgrid[0:size, 0:size] / (size - 1)
+    t = np.clip(np.cos(angle) * xx + np.sin(angle) * yy, 0, 1)[..., None]
+    return ((1 - t) * a + t * b).astype(np.uint8)
+
+
+def training_look(rng: np.random.Generator) -> Look:
+    """A randomised look for demonstrations: plain or two-colour gradient table / floor, and random light.
+
+    Disjoint from :func:`room_look`'s texture families (wood, tiles, noise); the light ranges are the same.
+    """
+    def surface() -> dict:
+        if rng.random() < 0.5:
+            return {"rgba": (*(float(c) for c in rng.uniform(0.15, 0.85, 3)), 1.0)}
+        return {"texture": texture_file(_gradient(rng))}
+
+    table, floor = surface(), surface()
+    light = (float(rng.uniform(-0.6, 0.6)), float(rng.uniform(-0.6, 0.6)), -1.0)
+    base = Look()
+    return Look(table_rgba=table.get("rgba", base.table_rgba), floor_rgba=floor.get("rgba", base.floor_rgba),
+                table_texture=table.get("texture"), floor_texture=floor.get("texture"), light_dir=light,
                 light_diffuse=float(rng.uniform(0.45, 0.9)), ambient=float(rng.uniform(0.2, 0.5)))
 
 

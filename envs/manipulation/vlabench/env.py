@@ -28,7 +28,7 @@ from envs.errors import choice_error
 from envs.manipulation.objects import ObjectInstance, instance_mesh_path
 from envs.manipulation.personal import PersonalObject, render_references
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT, texture_file
-from envs.manipulation.vlabench.appearance import novel_instance, novel_texture, room_look
+from envs.manipulation.vlabench.appearance import novel_instance, novel_texture, room_look, training_look
 from envs.manipulation.vlabench.books import instances_of, texture_of, x_extent
 from envs.manipulation.vlabench.scene import (
     BASE_POS,
@@ -86,6 +86,9 @@ class VLABenchOptions(Options):
     max_steps: int = field(default=80, metadata={"help": "control steps (10 Hz) before truncation, 1-200"})
     references: bool = field(default=True, metadata={"help": "render info['reference_images'] (personal tracks)"})
     reference_count: int = field(default=4, metadata={"help": "reference images, 3-5"})
+    randomise_look: bool = field(default=False, metadata={
+        "help": "plain/gradient table and floor colours and random light (training demonstrations; never the "
+                "unseen_texture track's textures)"})
     render_mode: str | None = "rgb_array"
 
     def check(self) -> None:
@@ -295,7 +298,12 @@ class PersonalizedVLABenchEnv(gym.Env):
 
     def _room_look(self, rng: np.random.Generator) -> Look:
         """The episode's room look (random on tracks that ask for it); the front camera is re-posed per episode."""
-        look = room_look(rng) if self.track.random_look else Look()
+        if self.track.random_look:
+            look = room_look(rng)
+        elif self.config.randomise_look:
+            look = training_look(rng)
+        else:
+            look = Look()
         jitter = rng.uniform(-0.04, 0.04, 3)
         look.front_eye = tuple(np.array(look.front_eye) + jitter)
         return look

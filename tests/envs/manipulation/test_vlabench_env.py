@@ -57,6 +57,32 @@ def test_in_distribution_track_names_attributes():
         env.close()
 
 
+def test_randomised_look_changes_the_room_only_and_is_seeded():
+    from envs.manipulation.vlabench.appearance import training_look
+    from envs.manipulation.vlabench.scene import Look
+
+    plain = make_env("select_my_pick", {**FAST, "track": "in_distribution"})
+    looks = [make_env("select_my_pick", {**FAST, "track": "in_distribution", "randomise_look": True})
+             for _ in range(2)]
+    try:
+        op, ip = plain.reset(seed=3)
+        oa, ia = looks[0].reset(seed=3)
+        ob, _ = looks[1].reset(seed=3)
+        assert np.array_equal(oa["image"], ob["image"])  # seeded
+        assert ia["personal_object"] == ip["personal_object"]
+        starts = [[o.start for o in env.unwrapped.objects] for env in (plain, looks[0])]
+        assert np.allclose(starts[0], starts[1])  # same objects, same layout: only the room differs
+        assert not np.array_equal(oa["image"], op["image"])
+    finally:
+        for env in (plain, *looks):
+            env.close()
+    # never one of unseen_texture's textures: surfaces are plain colours or smooth two-colour gradients
+    rng = np.random.default_rng(0)
+    drawn = [training_look(rng) for _ in range(20)]
+    assert any(look.table_texture is None and look.table_rgba != Look().table_rgba for look in drawn)
+    assert any(look.table_texture is not None for look in drawn)
+
+
 @pytest.mark.parametrize("options, message", [
     ({"track": "bogus"}, "bogus"),
     ({"cameras": "front,top"}, "top"),
@@ -64,6 +90,7 @@ def test_in_distribution_track_names_attributes():
     ({"action_mode": "joint"}, "joint"),
     ({"num_distractors": 9}, "num_distractors"),
     ({"colour": "red"}, "colour"),
+    ({"randomise_look": "sometimes"}, "randomise_look"),
 ])
 def test_bad_options_are_config_errors(options, message):
     with pytest.raises(ConfigError, match=message):

@@ -111,6 +111,8 @@ def test_tiny_memory_head_run_localises_on_the_first_frame(tmp_path, words):
     assert child.config == parent.config
     np.testing.assert_array_equal(child.action_mean, parent.action_mean)  # the parent's normalisation is kept
     assert tuned["weights_sha256"] != summary["weights_sha256"]
+    manifest = json.loads((tmp_path / "b" / "checkpoint" / "manifest.json").read_text())
+    assert manifest["training"]["init_sha256"] == summary["weights_sha256"]  # the fine-tune names its start
 
 
 def test_fine_tuning_carries_the_parent_attribute_detectors(tmp_path):
