@@ -58,7 +58,7 @@ def test_in_distribution_track_names_attributes():
 
 
 def test_randomised_look_changes_the_room_only_and_is_seeded():
-    from envs.manipulation.vlabench.appearance import training_look
+    from envs.manipulation.vlabench.appearance import room_look, training_look
     from envs.manipulation.vlabench.scene import Look
 
     plain = make_env("select_my_pick", {**FAST, "track": "in_distribution"})
@@ -80,7 +80,25 @@ def test_randomised_look_changes_the_room_only_and_is_seeded():
     rng = np.random.default_rng(0)
     drawn = [training_look(rng) for _ in range(20)]
     assert any(look.table_texture is None and look.table_rgba != Look().table_rgba for look in drawn)
-    assert any(look.table_texture is not None for look in drawn)
+    textures = [t for look in drawn for t in (look.table_texture, look.floor_texture) if t is not None]
+    assert textures and all(_is_linear_gradient(t) for t in textures)
+    rooms = [room_look(rng) for _ in range(20)]  # wood, tiles, noise: the check tells them apart
+    assert not any(_is_linear_gradient(t) for look in rooms for t in (look.table_texture, look.floor_texture))
+
+
+def _is_linear_gradient(path: str) -> bool:
+    """Every row and column changes monotonically per channel, by at most a few levels per pixel."""
+    from PIL import Image
+
+    tex = np.asarray(Image.open(path).convert("RGB"), int)
+    for axis in (0, 1):
+        step = np.diff(tex, axis=axis)
+        if np.abs(step).max() > 3:
+            return False
+        up, down = (step >= 0).all(axis=axis), (step <= 0).all(axis=axis)
+        if not (up | down).all():
+            return False
+    return True
 
 
 @pytest.mark.parametrize("options, message", [
