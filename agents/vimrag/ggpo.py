@@ -26,7 +26,7 @@ from agents.vimrag.agent import VimragAgent
 from agents.vimrag.memory import DagMemory
 from agents.vimrag.planner import ACTIONS, LearnedPlanner, PolicyNet, action_mask, state_features
 from envs.errors import ConfigError, choice_error
-from envs.rag.corpus import Question
+from envs.rag.corpus import Question, sample_by_type
 
 CREDITS = ("ggpo", "trajectory")
 
@@ -127,8 +127,7 @@ def train_planner(agent: VimragAgent, train: list[Question], dev: list[Question]
         net.train()
         batch_q, batch_s, batch_m, batch_a, batch_adv = [], [], [], [], []
         rewards_all = []
-        for qi in rng.integers(0, len(train), cfg.questions_per_batch):
-            q = train[int(qi)]
+        for q in sample_by_type(train, rng, cfg.questions_per_batch):
             rewards, validity, steps, group = [], [], [], []
             for _ in range(cfg.group):
                 decisions.clear()

@@ -17,7 +17,7 @@ from agents.vimrag.agent import VimragAgent
 from agents.vimrag.ggpo import TrainConfig, train_planner
 from agents.vimrag.options import DEFAULT_BUDGET, VimragOptions
 from agents.vimrag.planner import LearnedPlanner
-from envs.rag.corpus import corpus_dir
+from envs.rag.corpus import corpus_dir, fitting_half
 from policies.vimrag.knowledge_base import KnowledgeBase, load_knowledge_base
 from policies.vimrag.reader import VisualReader, load_or_train_reader
 from policies.vimrag.tools import RetrievalTools
@@ -55,7 +55,7 @@ def trained_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: i
             return LearnedPlanner.load(path)
         agent = VimragAgent(stack.tools, stack.reader, None, mode="graph", budget=budget)
         corpus = stack.kb.corpus
-        planner, _ = train_planner(agent, corpus.split("train"), corpus.split("dev"),
+        planner, _ = train_planner(agent, fitting_half(corpus.split("train"), "planner"), corpus.split("dev"),
                                    TrainConfig(credit=credit, seed=seed))
         planner.save(path)
         return planner

@@ -23,7 +23,7 @@ import numpy as np
 
 from envs.errors import ConfigError, choice_error
 
-CORPUS_VERSION = "vimrag-corpus/1"
+CORPUS_VERSION = "vimrag-corpus/2"
 IMAGE_SIZE = 112  # rendered pixels per side; readers resample to their own input size
 OPERATORS = ("Anna", "Max", "Leo", "Mia", "Sam", "Zoe", "Ben", "Eva")
 SUPPLIERS = ("Acme", "Borealis", "Cobalt", "Delta", "Elm")
@@ -32,13 +32,26 @@ QUESTION_TYPES: dict[str, str] = {
     "neighbour_category": "kind of object closest to the plate at the end of a named run (run log -> end keyframe)",
     "drop_colour": "colour of the object an operator's robot dropped on a given day (incident -> card -> photo)",
     "placed_pattern": "pattern of the object placed on the plate in a named run (run log -> card -> photo)",
+    "slot_colour": "colour of the object in a named table slot in a run's start or end keyframe (run log -> keyframe; "
+                   "needs the keyframe at high resolution)",
 }
 SPLITS = ("train", "dev", "test")
 SPLIT_FRACTIONS = (0.5, 0.1, 0.4)  # of runs; every question belongs to its run's split
-IMAGE_KINDS = ("keyframe_start", "keyframe_end", "catalogue_photo", "calibration", "stock_photo")
+IMAGE_KINDS = ("keyframe_start", "keyframe_mid", "keyframe_end", "catalogue_photo", "calibration", "stock_photo")
+MID_FRAMES = 3  # keyframes between start and end: the placed object carried toward the plate (a short clip)
+_CARRY_HEIGHT = 0.08  # metres above the table at the middle of the carry
 # Table slots (x, y) in metres; 12 cm apart so every object is visible and the closest one is unambiguous.
 _SLOTS = tuple((x, y) for x in (0.43, 0.55, 0.67) for y in (-0.13, 0.0, 0.13))
 _PLATE_RADIUS, _PLATE_HEIGHT = 0.05, 0.008
+# Slot names as the keyframe camera shows the table (it faces the robot: larger x is nearer the camera, larger y
+# further right in the image); _SLOTS[3 * i + j] is row i, column j.
+_SLOT_ROWS, _SLOT_COLUMNS = ("back", "middle", "front"), ("left", "centre", "right")
+
+
+def slot_name(slot: int) -> str:
+    """A table slot as a person looking at the keyframe names it ("back-left", ..., "centre")."""
+    row, col = _SLOT_ROWS[slot // 3], _SLOT_COLUMNS[slot % 3]
+    return "centre" if (row, col) == ("middle", "centre") else f"{row}-{col}"
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,31 @@ class Corpus:
         if item_id in self.image_row:
             return self.images[self.image_row[item_id]]
         raise ConfigError(f"unknown corpus id {item_id!r}")
+
+
+FIT_PARTS = ("reader", "planner")
+
+
+def fitting_half(questions: list[Question], part: str) -> list[Question]:
+    """The train questions one learned part is fitted on: the runs of ``questions`` in id order alternate between the
+    reader and the planner. Were the planner's RL rollouts read by a reader fitted on the same questions, nearly
+    every plan would be rewarded (the reader recalls those answers), and the reward would say nothing about plans."""
+    if part not in FIT_PARTS:
+        raise choice_error("fitting part", part, FIT_PARTS)
+    runs = sorted({q.qid.split("/")[0] for q in questions})
+    mine = set(runs[FIT_PARTS.index(part)::2])
+    return [q for q in questions if q.qid.split("/")[0] in mine]
+
+
+def sample_by_type(questions: list[Question], rng: np.random.Generator, n: int) -> list[Question]:
+    """``n`` questions drawn with every question type equally likely, then uniformly within the type (the train
+    split asks about every occupied slot, so drawing questions uniformly would mostly train on slot questions)."""
+    by_type: dict[str, list[Question]] = {}
+    for q in questions:
+        by_type.setdefault(q.qtype, []).append(q)
+    types = sorted(by_type)
+    picks = [by_type[types[int(k)]] for k in rng.integers(0, len(types), n)]
+    return [qs[int(rng.integers(len(qs)))] for qs in picks]
 
 
 def answer_vocabulary() -> tuple[str, ...]:
@@ -278,16 +316,27 @@ def generate_corpus(seed: int = 0, n_runs: int = 400, n_calibration: int = 80, n
             if run.dropped is not None:
                 start.append((cat_of[run.dropped[0]], _SLOTS[run.dropped[1]], 0.0))
             end = table + [(cat_of[run.placed], (px, py), _PLATE_HEIGHT)]
-            for tag, kind, scene in (("0", "keyframe_start", start), ("1", "keyframe_end", end)):
-                word = "start" if tag == "0" else "end"
-                images.append(ImageItem(f"kf:{run.run_id}:{tag}", kind, f"Run {run.run_id}, {word} keyframe"))
+            frames = [("0", "keyframe_start", start, "start keyframe")]
+            sx, sy = _SLOTS[run.placed_slot]
+            for k in range(1, MID_FRAMES + 1):
+                f = k / (MID_FRAMES + 1)
+                lift = _CARRY_HEIGHT * 4 * f * (1 - f)
+                carried = (cat_of[run.placed], (sx + f * (px - sx), sy + f * (py - sy)), lift)
+                # The dropped object falls off the table during the first part of the run.
+                gone = run.dropped is not None and k > 1
+                mid = table + [carried] + ([] if gone or run.dropped is None
+                                           else [(cat_of[run.dropped[0]], _SLOTS[run.dropped[1]], 0.0)])
+                frames.append((f"m{k}", "keyframe_mid", mid, f"keyframe {k + 1} of {MID_FRAMES + 2}"))
+            frames.append(("1", "keyframe_end", end, "end keyframe"))
+            for tag, kind, scene, words in frames:
+                images.append(ImageItem(f"kf:{run.run_id}:{tag}", kind, f"Run {run.run_id}, {words}"))
                 pixels.append(renderer.scene_image(scene, (px, py)))
             others = ", ".join(o for o, _ in run.others)
             documents.append(Document(
                 f"log:{run.run_id}", "run_log",
                 f"Run {run.run_id} log, day {run.day}, operator {run.operator}: the robot picked {run.placed} and "
                 f"placed it on the plate. Also on the table: {others}. Video keyframes attached.",
-                (f"kf:{run.run_id}:0", f"kf:{run.run_id}:1", f"card:{run.placed}")))
+                tuple(f"kf:{run.run_id}:{tag}" for tag, *_ in frames) + (f"card:{run.placed}",)))
             if run.dropped is not None:
                 documents.append(Document(
                     f"incident:{run.run_id}", "incident",
@@ -304,7 +353,7 @@ def generate_corpus(seed: int = 0, n_runs: int = 400, n_calibration: int = 80, n
     for k, photo in enumerate(_stock_photos(rng, n_stock)):
         images.append(ImageItem(f"stock:P-{k:03d}", "stock_photo", f"Stock photograph P-{k:03d}"))
         pixels.append(photo)
-    questions = _make_questions(runs, cat_of, split_of)
+    questions = _make_questions(runs, cat_of, split_of, np.random.default_rng([seed, 1]))
     return Corpus(seed, documents, images, np.stack(pixels).astype(np.uint8), questions)
 
 
@@ -318,7 +367,35 @@ def _split_runs(rng: np.random.Generator, run_ids: list[str]) -> dict[str, str]:
     return out
 
 
-def _make_questions(runs: list[_Run], cat_of: dict, split_of: dict[str, str]) -> list[Question]:
+def keyframe_slots(run: _Run) -> dict[str, dict[int, str]]:
+    """Catalogue id standing in each slot of a run's start ("0") and end ("1") keyframe, the plate's slot left out
+    (the placed object stands on the plate at the end)."""
+    start = {s: o for o, s in run.others} | {run.placed_slot: run.placed}
+    if run.dropped is not None:
+        start[run.dropped[1]] = run.dropped[0]
+    return {"0": start, "1": {s: o for o, s in run.others}}
+
+
+def _slot_questions(run: _Run, cat_of: dict, split: str, rng: np.random.Generator) -> list[Question]:
+    """Train split: every occupied slot of both keyframes (the reader learns where slots are); dev and test: one
+    slot of one keyframe per run, drawn from ``rng``."""
+    rid = run.run_id
+    slots = keyframe_slots(run)
+    pairs = [(tag, s) for tag in ("0", "1") for s in sorted(slots[tag])]
+    if split != "train":
+        pairs = [pairs[int(rng.integers(len(pairs)))]]
+    out = []
+    for tag, s in pairs:
+        word = "start" if tag == "0" else "end"
+        suffix = "" if split != "train" else f"/{word}/{slot_name(s)}"
+        out.append(Question(f"{rid}/slot_colour{suffix}", "slot_colour", split,
+                            f"In the {word} keyframe of run {rid}, what colour was the object in the {slot_name(s)} "
+                            f"slot of the table?", cat_of[slots[tag][s]].colour, (f"log:{rid}", f"kf:{rid}:{tag}")))
+    return out
+
+
+def _make_questions(runs: list[_Run], cat_of: dict, split_of: dict[str, str],
+                    rng: np.random.Generator) -> list[Question]:
     qs: list[Question] = []
     for run in runs:
         rid, split = run.run_id, split_of[run.run_id]
@@ -337,6 +414,7 @@ def _make_questions(runs: list[_Run], cat_of: dict, split_of: dict[str, str]) ->
             qs.append(Question(f"{rid}/drop_colour", "drop_colour", split,
                                f"What colour was the object that {run.operator}'s robot dropped on day {run.day}?",
                                cat_of[oid].colour, (f"incident:{rid}", f"card:{oid}", f"photo:{oid}")))
+        qs += _slot_questions(run, cat_of, split, rng)
     return qs
 
 
@@ -349,7 +427,9 @@ def cache_root() -> Path:
 
 def corpus_dir(seed: int) -> Path:
     """The cache folder of one seed's corpus."""
-    return cache_root() / f"corpus_seed{int(seed)}"
+    # The version is in the name: a corpus of an older generator (and the reader and planner trained on it) is never
+    # picked up by mistake.
+    return cache_root() / f"corpus_v{CORPUS_VERSION.rsplit('/', 1)[1]}_seed{int(seed)}"
 
 
 def save_corpus(corpus: Corpus, folder: Path) -> None:

@@ -17,7 +17,7 @@ from envs.errors import ConfigError
 from envs.rag.corpus import Corpus, corpus_dir, load_corpus
 from perception.visual_tokens import feature_grid, fit_projection, pooled_levels, project_grid
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 _ID = re.compile(r"[A-Za-z]+-\d+")
 
 
@@ -91,7 +91,8 @@ def load_knowledge_base(seed: int = 0, folder: str | Path | None = None) -> Know
         if path.exists():
             with np.load(path) as z:
                 arrays = {k: z[k] for k in z.files}
-            if int(arrays.get("version", -1)) != FEATURES_VERSION or len(arrays["doc_emb"]) != len(corpus.documents):
+            if (int(arrays.get("version", -1)) != FEATURES_VERSION or len(arrays["doc_emb"]) != len(corpus.documents)
+                    or len(arrays["question_emb"]) != len(corpus.questions)):
                 arrays = None
         if arrays is None:
             arrays = _encode(corpus)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from envs.errors import ConfigError
-from envs.rag.corpus import IMAGE_KINDS, Question, answer_vocabulary
+from envs.rag.corpus import IMAGE_KINDS, Question, answer_vocabulary, fitting_half, sample_by_type
 from perception.visual_tokens import GRID_LEVELS
 from policies.vimrag.knowledge_base import KnowledgeBase, id_tokens
 
@@ -39,40 +39,80 @@ class Reading:
     visual_tokens: int
 
 
-class ReaderNet(nn.Module):
-    """Per-image token attention + relevance-weighted answer mixture (see module docstring)."""
+def _cell_features() -> np.ndarray:
+    """Where each token sits: for every (level g, cell k) row of the position table, Fourier features of the
+    cell centre (x, y in [0, 1]) and the cell size 1/g. Shared by all levels, so a place learnt at one resolution
+    is the same place at another."""
+    rows = []
+    for g in LEVELS:
+        for k in range(g * g):
+            cx, cy = (k % g + 0.5) / g, (k // g + 0.5) / g
+            feats = [1.0 / g]
+            for f in (1, 2, 4):
+                feats += [np.sin(np.pi * f * cx), np.cos(np.pi * f * cx),
+                          np.sin(np.pi * f * cy), np.cos(np.pi * f * cy)]
+            rows.append(feats)
+    return np.asarray(rows, np.float32)
 
-    def __init__(self, token_dim: int, n_answers: int, hidden: int = 96, q_dim: int = 384) -> None:
+
+class ReaderNet(nn.Module):
+    """Per-image multi-head token attention + relevance-weighted answer mixture (see module docstring)."""
+
+    def __init__(self, token_dim: int, n_answers: int, hidden: int = 96, q_dim: int = 384, heads: int = 4) -> None:
         super().__init__()
+        if hidden % heads:
+            raise ConfigError(f"reader hidden size {hidden} must be a multiple of its {heads} heads")
+        self.heads = heads
+        # Question sentence embeddings of this corpus are close to one another (same templates); standardised per
+        # dimension (statistics of the train questions, set by train_reader) the words that differ stand out.
+        self.register_buffer("q_mean", torch.zeros(q_dim))
+        self.register_buffer("q_std", torch.ones(q_dim))
         self.q = nn.Sequential(nn.Linear(q_dim, hidden), nn.Tanh())
         self.tok = nn.Linear(token_dim, hidden)
-        self.pos = nn.Embedding(sum(g * g for g in LEVELS), hidden)
+        self.register_buffer("cells", torch.from_numpy(_cell_features()), persistent=False)
+        self.pos = nn.Linear(self.cells.shape[1], hidden)
         self.level = nn.Embedding(len(LEVELS), hidden)
         self.key = nn.Linear(hidden, hidden, bias=False)
+        self.query = nn.Linear(hidden, hidden, bias=False)
+        # A position-only attention term besides the content one: "the object in the back-left slot" is a place
+        # to look at, whatever the tokens there hold.
+        self.pos_key = nn.Linear(self.cells.shape[1], hidden, bias=False)
+        self.pos_query = nn.Linear(hidden, hidden, bias=False)
         self.answer = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_answers))
         side = len(IMAGE_KINDS) + 1 + len(LEVELS)
         self.relevance = nn.Sequential(nn.Linear(hidden + side, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self.blind = nn.Linear(hidden, n_answers + 1)  # question-only answer logits + its relevance logit
 
     def forward(self, q: torch.Tensor, tokens: torch.Tensor, token_mask: torch.Tensor, pos: torch.Tensor,
-                level: torch.Tensor, side: torch.Tensor, image_mask: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities over answers, B x A. Shapes: tokens B x M x T x D, masks B x M x T / B x M."""
-        qh = self.q(q)  # B x H
-        x = self.tok(tokens) + self.pos(pos) + self.level(level)[:, :, None, :]
-        att = torch.einsum("bmth,bh->bmt", self.key(x), qh) / qh.shape[-1] ** 0.5
-        att = att.masked_fill(~token_mask, -1e9).softmax(-1)
-        v = torch.einsum("bmt,bmth->bmh", att, x)
+                level: torch.Tensor, side: torch.Tensor, image_mask: torch.Tensor,
+                per_image_out: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities over answers, B x A (with ``per_image_out`` also each image's own proposal,
+        B x M x A). Shapes: tokens B x M x T x D, masks B x M x T / B x M."""
+        qh = self._question(q)  # B x H
+        x = self.tok(tokens) + self.pos(self.cells[pos]) + self.level(level)[:, :, None, :]
+        b, m, t, h = x.shape
+        d = h // self.heads
+        keys = self.key(x).view(b, m, t, self.heads, d)
+        att = torch.einsum("bmtnd,bnd->bmtn", keys, self.query(qh).view(b, self.heads, d)) / d ** 0.5
+        where = self.pos_key(self.cells[pos]).view(b, m, t, self.heads, d)
+        att = att + torch.einsum("bmtnd,bnd->bmtn", where, self.pos_query(qh).view(b, self.heads, d)) / d ** 0.5
+        att = att.masked_fill(~token_mask[..., None], -1e9).softmax(2)  # each head over the image's tokens
+        v = torch.einsum("bmtn,bmtnd->bmnd", att, x.view(b, m, t, self.heads, d)).reshape(b, m, h)
         qm = qh[:, None, :].expand_as(v)
         per_image = self.answer(torch.cat([v, qm, v * qm], -1)).log_softmax(-1)  # B x M x A
         rel = self.relevance(torch.cat([qm, side], -1)).squeeze(-1).masked_fill(~image_mask, -1e9)
         blind = self.blind(qh)
         weights = torch.cat([blind[:, -1:], rel], 1).log_softmax(-1)  # B x (1 + M)
         parts = torch.cat([blind[:, None, :-1].log_softmax(-1), per_image], 1)
-        return torch.logsumexp(weights[:, :, None] + parts, 1)
+        mixture = torch.logsumexp(weights[:, :, None] + parts, 1)
+        return (mixture, per_image) if per_image_out else mixture
+
+    def _question(self, q: torch.Tensor) -> torch.Tensor:
+        return self.q((q - self.q_mean) / self.q_std)
 
     def relevance_weights(self, q: torch.Tensor, side: torch.Tensor, image_mask: torch.Tensor) -> torch.Tensor:
         """Text-side relevance of each image (no visual tokens), B x (1 + M), column 0 = the question-only guess."""
-        qh = self.q(q)
+        qh = self._question(q)
         qm = qh[:, None, :].expand(side.shape[0], side.shape[1], qh.shape[-1])
         rel = self.relevance(torch.cat([qm, side], -1)).squeeze(-1).masked_fill(~image_mask, -1e9)
         return torch.cat([self.blind(qh)[:, -1:], rel], 1).softmax(-1)
@@ -183,29 +223,42 @@ def _sample_context(kb: KnowledgeBase, q: Question, rng: np.random.Generator) ->
     return context, [(i, LEVELS[int(rng.integers(len(LEVELS)))]) for i in chosen]
 
 
-def train_reader(kb: KnowledgeBase, seed: int = 0, steps: int = 800, batch: int = 64, lr: float = 2e-3,
-                 log=None) -> ReaderNet:
+def train_reader(kb: KnowledgeBase, seed: int = 0, steps: int = 1600, batch: int = 64, lr: float = 2e-3,
+                 gold_weight: float = 0.5, log=None) -> ReaderNet:
     """Train the reader on the train split's questions with randomly sampled evidence sets and token levels."""
     rng = np.random.default_rng(seed)
-    train = kb.corpus.split("train")
+    train = fitting_half(kb.corpus.split("train"), "reader")
     answers = answer_vocabulary()
     with torch.random.fork_rng():
         torch.manual_seed(seed)  # only inside fork_rng: the caller's torch RNG state is untouched
         net = ReaderNet(kb.token_dim, len(answers))
+    embs = torch.from_numpy(np.stack([kb.question_emb[q.qid] for q in train]).astype(np.float32))
+    net.q_mean.copy_(embs.mean(0))
+    net.q_std.copy_(embs.std(0) + 1e-3)
     reader = VisualReader(kb, net)
     net.train()
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     t0 = time.perf_counter()
     for step in range(steps):
-        qs = [train[int(i)] for i in rng.integers(0, len(train), batch)]
-        rows, targets = [], []
+        qs = sample_by_type(train, rng, batch)
+        rows, targets, gold_rows = [], [], []
         for q in qs:
             context, imgs = _sample_context(kb, q, rng)
             rows.append((kb.question_emb[q.qid], context, imgs))
             targets.append(answers.index(q.answer))
+            gold_rows.append([i in q.gold for i, _ in imgs])
         t = reader.batch(rows)
-        loss = -net(**t)[torch.arange(batch), torch.tensor(targets)].mean()
+        mixture, per_image = net(**t, per_image_out=True)
+        y = torch.tensor(targets)
+        loss = -mixture[torch.arange(batch), y].mean()
+        # Each gold image's own proposal is supervised too: without it the question-only guess can win the mixture
+        # early and the image paths of a question type get too little gradient to ever learn to read it.
+        gold = torch.zeros(per_image.shape[:2], dtype=torch.bool)
+        for i, flags in enumerate(gold_rows):
+            gold[i, :len(flags)] = torch.tensor(flags, dtype=torch.bool)
+        if gold.any():
+            loss = loss - gold_weight * per_image[gold, y[:, None].expand_as(gold)[gold]].mean()
         opt.zero_grad()
         loss.backward()
         opt.step()

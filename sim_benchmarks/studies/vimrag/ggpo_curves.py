@@ -25,13 +25,14 @@ def train_one(credit: str, seed: int, episodes: int, eval_every: int) -> dict:
     from agents.vimrag.agent import VimragAgent
     from agents.vimrag.ggpo import TrainConfig, evaluate, train_planner
     from agents.vimrag.stack import load_stack, planner_path
+    from envs.rag.corpus import fitting_half
 
     stack = load_stack(0)
     corpus = stack.kb.corpus
     agent = VimragAgent(stack.tools, stack.reader, None, mode="graph")
     cfg = TrainConfig(credit=credit, seed=seed, episodes=episodes, eval_every=eval_every)
     t0 = time.perf_counter()
-    planner, curve = train_planner(agent, corpus.split("train"), corpus.split("dev"), cfg,
+    planner, curve = train_planner(agent, fitting_half(corpus.split("train"), "planner"), corpus.split("dev"), cfg,
                                    log=lambda r: print(credit, seed, r, flush=True))
     agent.planner = planner
     test_acc = evaluate(agent, corpus.split("test"))

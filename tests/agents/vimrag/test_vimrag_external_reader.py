@@ -23,6 +23,7 @@ import torch
 
 from envs.errors import ConfigError
 from envs.manipulation import objects
+from envs.rag.corpus import QUESTION_TYPES
 from policies.vimrag.external_reader import answer_choices, build_prompt, map_answer
 
 COLOURS, CATEGORIES, PATTERNS = tuple(objects.COLOURS), tuple(objects.CATEGORIES), tuple(objects.PATTERNS)
@@ -320,7 +321,7 @@ def test_harness_run_with_a_local_vlm_answers_every_question_once(stack, tiny_vl
     assert rc == 0
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     keys = [(r["task"], r["episode"]) for r in records]
-    assert len(keys) == len(set(keys)) == 8  # 4 question types x 2 questions, each exactly once
+    assert len(keys) == len(set(keys)) == 2 * len(QUESTION_TYPES)  # 2 questions per type, each exactly once
     assert all(r["reader_calls"] >= 1 and 0 <= r["visual_tokens"] <= 16 and r["visual_tokens"] % 4 == 0
                for r in records)
     config = json.loads((out / "config.json").read_text())
@@ -340,12 +341,12 @@ def test_an_endpoint_lost_mid_run_stops_the_run_and_resume_answers_the_rest_once
         assert eval_cli.main(argv) == 2
         assert "failed 3 times" in capsys.readouterr().err
         first = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-        assert 0 < len(first) < 8  # the questions answered before the endpoint went down are kept
+        assert 0 < len(first) < 2 * len(QUESTION_TYPES)  # the questions answered before the endpoint went down
         ep.fail_after = None  # back up
         assert eval_cli.main([*argv, "--resume"]) == 0
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     keys = [(r["task"], r["episode"]) for r in records]
-    assert len(keys) == len(set(keys)) == 8 and records[: len(first)] == first
+    assert len(keys) == len(set(keys)) == 2 * len(QUESTION_TYPES) and records[: len(first)] == first
     assert all(r["reader_requests"] == r["reader_calls"] >= 1 for r in records)
     assert all(r["reader_prompt_tokens"] == 123 * r["reader_requests"] for r in records)  # the server's own count
 
