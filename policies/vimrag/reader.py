@@ -225,7 +225,10 @@ def _sample_context(kb: KnowledgeBase, q: Question, rng: np.random.Generator) ->
 
 def train_reader(kb: KnowledgeBase, seed: int = 0, steps: int = 1600, batch: int = 64, lr: float = 2e-3,
                  gold_weight: float = 0.5, log=None) -> ReaderNet:
-    """Train the reader on the train split's questions with randomly sampled evidence sets and token levels."""
+    """Train the reader on its half of the train runs (``fitting_half``; the planner's RL uses the other half),
+    question types drawn equally often, with randomly sampled evidence sets and token levels. The loss is the
+    answer's likelihood under the mixture plus ``gold_weight`` times its likelihood under each gold image's own
+    proposal."""
     rng = np.random.default_rng(seed)
     train = fitting_half(kb.corpus.split("train"), "reader")
     answers = answer_vocabulary()

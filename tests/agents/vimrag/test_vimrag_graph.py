@@ -171,3 +171,20 @@ def test_constrained_lm_planner_only_takes_valid_actions_and_scores_from_the_cac
         assert cached[action] == pytest.approx(float(plain), abs=1e-4)
     # With an empty memory only the searches and answering are valid.
     assert planner.choose(None, q.text, DagMemory(), [], 0, 4, []) in ("search_text", "search_images", "answer")
+
+
+def test_reader_places_are_shared_across_grid_levels_and_its_question_statistics_are_its_own(stack) -> None:
+    import numpy as np
+
+    from envs.rag.corpus import fitting_half
+    from policies.vimrag.reader import _POS_OFFSET, _cell_features
+
+    cells = _cell_features()
+    centre_1, centre_7 = cells[_POS_OFFSET[1]], cells[_POS_OFFSET[7] + 24]  # the middle cell of 1x1 and of 7x7
+    assert np.allclose(centre_1[1:], centre_7[1:]) and centre_1[0] != centre_7[0]  # same place, other cell size
+    left_7, right_7 = cells[_POS_OFFSET[7] + 21], cells[_POS_OFFSET[7] + 27]  # middle row, first and last column
+    assert not np.allclose(left_7, right_7)
+    kb, _, reader, _ = stack
+    mine = fitting_half(kb.corpus.split("train"), "reader")
+    expected = np.stack([kb.question_emb[q.qid] for q in mine]).mean(0)
+    assert np.allclose(reader.net.q_mean.numpy(), expected, atol=1e-5)
