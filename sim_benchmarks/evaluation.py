@@ -77,6 +77,11 @@ def validate(cfg: EvalConfig) -> tuple[registry.SuiteSpec, list[str], list[str],
     episodes = suite.default_episodes if cfg.episodes is None else cfg.episodes
     if episodes < 1:
         raise ConfigError(f"--episodes must be a positive integer, got {episodes}")
+    if suite.episode_count is not None:
+        available, task = min((suite.episode_count(t, cfg.env_options), t) for t in tasks)
+        if episodes > available:
+            raise ConfigError(f"--episodes {episodes} is more than the {available} episodes of "
+                              f"{suite.name}/{task}; use --episodes <= {available}")
     if episodes * len(tasks) * len(names) > MAX_EPISODES:
         raise ConfigError(f"--episodes {episodes} x {len(tasks)} task(s) x {len(names)} policy(ies) is "
                           f"{episodes * len(tasks) * len(names)} episodes; at most {MAX_EPISODES} per run")

@@ -54,6 +54,9 @@ class SuiteSpec:
     # ``--policy-option`` values this suite's runs start from (the user's own win), e.g. which trained checkpoint
     # its generic policies load; merged before anything runs, so the run config records them.
     default_policy_options: Mapping[str, Any] = field(default_factory=dict)
+    # (task, env options) -> how many distinct episodes the task has (suites whose episodes are a fixed list, e.g.
+    # the questions of a split); a larger --episodes is rejected before the run writes anything.
+    episode_count: Callable[[str, Mapping[str, Any]], int] | None = None
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,12 @@ def make_env(task: str, options: Mapping[str, Any]) -> QuestionEnv:
     return env
 
 
+def question_count(task: str, options: Mapping[str, Any]) -> int:
+    """How many questions of type ``task`` the split holds: the most episodes a run of that task can have."""
+    opts = VimragEnvOptions.from_options(options)
+    return len(load_corpus(opts.corpus_seed, opts.corpus_dir).split(opts.split, task))
+
+
 def vimrag_episode_metrics(info: dict[str, Any], total_return: float, steps: int) -> dict[str, Any]:
     """Record of one question: exact-match success plus the agent's token and step accounting."""
     recall = info.get("evidence_recall", math.nan)
@@ -71,6 +77,7 @@ register_suite(SuiteSpec(
     default_episodes=50,  # every type has at least this many test questions (drop_colour: 58 on seed 0)
     default_workers=2,
     episode_metrics=vimrag_episode_metrics,
+    episode_count=question_count,
 ))
 
 

@@ -188,3 +188,17 @@ def test_reader_places_are_shared_across_grid_levels_and_its_question_statistics
     mine = fitting_half(kb.corpus.split("train"), "reader")
     expected = np.stack([kb.question_emb[q.qid] for q in mine]).mean(0)
     assert np.allclose(reader.net.q_mean.numpy(), expected, atol=1e-5)
+
+
+def test_more_episodes_than_questions_exits_2_before_anything_runs(stack, tmp_path, capsys) -> None:
+    from launch import eval as eval_cli
+
+    kb, _, _, folder = stack
+    available = min(len(kb.corpus.split("test", t)) for t in {q.qtype for q in kb.corpus.split("test")})
+    out = tmp_path / "run"
+    argv = ["--env", "vimrag", "--env-option", f"corpus_dir={folder}", "--policy", "vimrag",
+            "--episodes", str(available + 1), "--workers", "1", "--out", str(out)]
+    assert eval_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"use --episodes <= {available}" in err and "Traceback" not in err
+    assert not out.exists()  # nothing written, no question answered
