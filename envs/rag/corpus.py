@@ -367,7 +367,7 @@ def _split_runs(rng: np.random.Generator, run_ids: list[str]) -> dict[str, str]:
     return out
 
 
-def keyframe_slots(run: _Run) -> dict[str, dict[int, str]]:
+def _keyframe_slots(run: _Run) -> dict[str, dict[int, str]]:
     """Catalogue id standing in each slot of a run's start ("0") and end ("1") keyframe, the plate's slot left out
     (the placed object stands on the plate at the end)."""
     start = {s: o for o, s in run.others} | {run.placed_slot: run.placed}
@@ -380,7 +380,7 @@ def _slot_questions(run: _Run, cat_of: dict, split: str, rng: np.random.Generato
     """Train split: every occupied slot of both keyframes (the reader learns where slots are); dev and test: one
     slot of one keyframe per run, drawn from ``rng``."""
     rid = run.run_id
-    slots = keyframe_slots(run)
+    slots = _keyframe_slots(run)
     pairs = [(tag, s) for tag in ("0", "1") for s in sorted(slots[tag])]
     if split != "train":
         pairs = [pairs[int(rng.integers(len(pairs)))]]
