@@ -10,6 +10,16 @@ Only the ``in_distribution`` track is used (train-split designs, instructions na
 never "my"); instructions are relabelled with every attribute phrase that singles the target out among its
 same-category look-alikes, as for SIMPLER. Only the views the head needs are rendered (``cameras``, default the
 front view), at the eval size, so the resized input matches what the policy sees at evaluation.
+
+DAgger (``driver``): a trained generic-VLA checkpoint executes part of each episode while the expert, stepping
+alongside in funnel mode (``VLABenchExpert(funnel=True)``: it takes the states the policy reaches instead of backing
+up to its own waypoints), labels every frame. ``driven_part="approach"``: the checkpoint approaches and descends
+until the expert would close, then the expert grasps and finishes the task; ``"carry"`` (place tasks): the expert
+grasps and lifts, then the checkpoint carries, lowers and releases. Where the checkpoint would open or close the
+gripper against the expert (close before the grasp, open while carrying), that step executes the expert's action,
+so an episode never ends in a state no label describes. Driven episodes have their own ids and seeds
+(``agents.demonstrations.DRIVER_INDEX_OFFSET``) and are kept whether or not they succeed: every frame holds the
+expert's label at a state the policy reached.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.demonstrations import Demos, describe_options, episode_rng
+from agents.demonstrations import DRIVEN_PARTS, DRIVER_INDEX_OFFSET, Demos, describe_options, episode_rng
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.objects import find_instance
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT
@@ -34,6 +44,9 @@ BASE_YAW = math.pi / 2
 GENERIC_TRACK = "in_distribution"  # the only track whose instructions name attributes instead of "my"
 # The table-top tasks the shipped base learned (the suite's default tasks); the others may be named explicitly.
 BASE_TASKS = tuple(PICK_PLACE_TASKS)
+PLACE_GOALS = ("in_box", "on_plate")  # tasks with a carry to a fixture (what a carry-driven episode drives)
+APPROACH_PHASES = ("approach", "descend")  # the expert phases an approach-driven episode hands to the driver
+CARRY_PHASES = ("carry", "lower", "release")  # ... and a carry-driven one
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,11 @@ class VLABenchDemoConfig:
     # Share of episodes rendered with a randomised room look (plain/gradient surfaces, random light): the base then
     # sees more than the one default table; the unseen_texture track's wood/tile/noise textures are never used.
     look_randomisation: float = 0.0
+    # DAgger: a generic-VLA checkpoint folder that executes ``driven_part`` ("" = the expert executes all); keyed by
+    # its weights' sha256, so blocks of another checkpoint are never reused.
+    driver: str = ""
+    driver_sha256: str = ""
+    driven_part: str = "approach"
 
     def __post_init__(self) -> None:
         for t in self.tasks:
@@ -62,6 +80,10 @@ class VLABenchDemoConfig:
             raise ConfigError(f"demo episodes must be >= 1, got {self.episodes}")
         if not 0.0 <= self.look_randomisation <= 1.0:
             raise ConfigError(f"look_randomisation must be in [0, 1], got {self.look_randomisation}")
+        if self.driven_part not in DRIVEN_PARTS:
+            raise choice_error("driven part", self.driven_part, sorted(DRIVEN_PARTS))
+        if self.driver and self.driven_part == "carry" and any(TASKS[t].goal not in PLACE_GOALS for t in self.tasks):
+            raise ConfigError(f"carry-driven episodes need place tasks (in_box, on_plate), got {list(self.tasks)}")
         if self.noise_std < 0 or not 0.0 <= self.noise_fraction <= 1.0:
             raise ConfigError(f"noise_std must be >= 0 and noise_fraction in [0, 1], got {self.noise_std}, "
                               f"{self.noise_fraction}")
@@ -118,9 +140,17 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
             "max_steps": cfg.max_steps, "references": False}
     envs: dict[tuple[str, bool], Any] = {}
     demos = Demos()
+    driver = None
+    if cfg.driver:
+        from policies.vla.generic import GenericVLA  # torch + the checkpoint: only for driven collection
+
+        driver = GenericVLA.from_checkpoint(cfg.driver)
+    driven_phases = CARRY_PHASES if cfg.driven_part == "carry" else APPROACH_PHASES
     try:
         for i in indices:
             task = cfg.tasks[i % len(cfg.tasks)]
+            if driver is not None:
+                i += DRIVER_INDEX_OFFSET * DRIVEN_PARTS[cfg.driven_part]
             rng = episode_rng(cfg.seed, i)
             env_seed = int(rng.integers(2**31 - 1))
             noisy = bool(rng.random() < cfg.noise_fraction)
@@ -133,8 +163,10 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
             text = obs["instruction"]
             if cfg.relabel:
                 text = relabel(text, info, info.get("instruction_style") == "colour_pattern", rng)
-            expert = VLABenchExpert(env, seed=env_seed)
+            expert = VLABenchExpert(env, seed=env_seed, funnel=driver is not None)
             expert.reset(text, {**info, "policy_seed": env_seed})
+            if driver is not None:
+                driver.reset(text, {**info, "policy_seed": env_seed})
             ps = env.unwrapped.privileged_state()
             target_start = to_base_frame(ps["target"]["start"])
             start = np.asarray(ps["target"]["start"], float)
@@ -147,6 +179,7 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                 uv[1] = env.unwrapped.scene.project("front", goal_world)[0]
             frames, states, actions = [], [], []
             step_info: dict[str, Any] = {}
+            driven_steps = 0
             while True:
                 frames.append(obs["image"])
                 states.append(np.asarray(obs["ee_state"], np.float32))
@@ -157,15 +190,24 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                 if noisy and cfg.noise_std > 0:
                     executed[:3] = np.clip(executed[:3] + rng.normal(0.0, cfg.noise_std, 3),
                                            -MAX_DELTA_POS, MAX_DELTA_POS)
+                if driver is not None:
+                    # The driver sees every frame (its object memory comes from the first) and acts in its part;
+                    # a gripper command against the expert's executes the expert's action for that step instead.
+                    proposed = np.asarray(driver.act(obs), np.float32)
+                    if expert.phase in driven_phases and (proposed[6] > 0) == (label[6] > 0):
+                        executed, driven_steps = proposed, driven_steps + 1
                 obs, _, terminated, truncated, step_info = env.step(executed)
                 if terminated or truncated:
                     break
             success = bool(step_info.get("success", False))
-            demos.episodes.append({"index": int(i), "task": task, "seed": env_seed, "noisy": noisy,
-                                   "randomised_look": randomised,
-                                   "steps": len(actions), "success": success, "instruction": text,
-                                   "correct_object": bool(step_info.get("correct_object", False))})
-            if success or cfg.keep_failed:
+            record = {"index": int(i), "task": task, "seed": env_seed, "noisy": noisy,
+                      "randomised_look": randomised,
+                      "steps": len(actions), "success": success, "instruction": text,
+                      "correct_object": bool(step_info.get("correct_object", False))}
+            if driver is not None:
+                record["driven_steps"] = driven_steps
+            # every driven frame holds the expert's label at a state the policy reached
+            if success or cfg.keep_failed or driven_steps > 0:
                 n = len(actions)
                 demos.frames += frames
                 demos.states += states
@@ -176,6 +218,7 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                 demos.targets += [target_start] * n
                 demos.goals += [goal_start] * n
                 demos.uv += [uv] * n
+            demos.episodes.append(record)
     finally:
         for env in envs.values():
             env.close()

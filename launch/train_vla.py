@@ -28,7 +28,13 @@ import torch
 
 from agents.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig, Demos, collect_demos
 from agents.episodic import run_episode
-from agents.vlabench_demonstrations import BASE_TASKS, GENERIC_TRACK, VLABenchDemoConfig, collect_vlabench_demos
+from agents.vlabench_demonstrations import (
+    BASE_TASKS,
+    GENERIC_TRACK,
+    PLACE_GOALS,
+    VLABenchDemoConfig,
+    collect_vlabench_demos,
+)
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
@@ -51,7 +57,7 @@ CACHE_FORMAT = "embodia.vla_demos/1"
 SUITES = ("personalized_simpler", "personalized_vlabench")
 # Options that only the SIMPLER demonstrator knows, with their defaults: set on another suite they
 # are an error rather than silently ignored.
-SIMPLER_ONLY = {"dagger": None, "dagger_demos": 0, "split": "train",
+SIMPLER_ONLY = {"split": "train",
                 "expert_descent": "gated", "expert_regrasps": 0, "drop_fraction": 0.0}
 
 
@@ -302,7 +308,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--dagger-demos", type=int, default=0, help="episodes driven by --dagger (0 = none)")
     p.add_argument("--dagger-part", default="approach",
                    help="what --dagger executes: approach (+ descent, all tasks) or carry (+ lower and release, "
-                        "place tasks only; the expert grasps and lifts)")
+                        "place tasks only; the expert grasps and lifts); comma-separated parts share "
+                        "--dagger-demos evenly")
     p.add_argument("--init", type=Path, default=None,
                    help="fine-tune: start from this checkpoint's weights, head config and normalisation (the "
                         "head-shape options are taken from it); its attribute detectors are carried over")
@@ -384,17 +391,27 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if (args.dagger is None) != (args.dagger_demos <= 0):
         raise ConfigError(f"--dagger and --dagger-demos > 0 go together, got --dagger {args.dagger} and "
                           f"--dagger-demos {args.dagger_demos}")
-    if args.dagger_part not in DRIVEN_PARTS:
-        raise choice_error("--dagger-part", args.dagger_part, sorted(DRIVEN_PARTS))
-    driven_cfg = None
+    parts = [p.strip() for p in args.dagger_part.split(",") if p.strip()]
+    for part in parts or [args.dagger_part]:
+        if part not in DRIVEN_PARTS:
+            raise choice_error("--dagger-part", part, sorted(DRIVEN_PARTS))
+    driven_cfgs = []
     if args.dagger is not None:
         load_checkpoint(args.dagger)  # verified here, so a bad folder fails before anything is collected
         driver_sha = read_manifest(args.dagger)["weights_sha256"]
-        driven_tasks = tuple(t for t in tasks if args.dagger_part != "carry" or GENERIC_TASKS[t].kind != "pick")
-        if not driven_tasks:
-            raise ConfigError(f"--dagger-part carry needs a place task in --tasks, got {args.tasks}")
-        driven_cfg = replace(demo_cfg, tasks=driven_tasks, episodes=args.dagger_demos, driver=str(args.dagger),
-                             driver_sha256=driver_sha, driven_part=args.dagger_part)
+        place_tasks = tuple(t for t in tasks if (VLABENCH_TASKS[t].goal in PLACE_GOALS if vlabench
+                                                 else GENERIC_TASKS[t].kind != "pick"))
+        if args.dagger_demos < len(parts):
+            raise ConfigError(f"--dagger-demos must be at least the number of --dagger-part parts ({len(parts)}), "
+                              f"got {args.dagger_demos}")
+        for part in parts:
+            driven_tasks = place_tasks if part == "carry" else tuple(tasks)
+            if not driven_tasks:
+                raise ConfigError(f"--dagger-part carry needs a place task in --tasks, got {args.tasks}")
+            # --dagger-demos is split evenly over the parts (the first parts take any remainder)
+            count = args.dagger_demos // len(parts) + (parts.index(part) < args.dagger_demos % len(parts))
+            driven_cfgs.append(replace(demo_cfg, tasks=driven_tasks, episodes=count, driver=str(args.dagger),
+                                       driver_sha256=driver_sha, driven_part=part))
     init = load_checkpoint(args.init) if args.init is not None else None
     if init is not None and init.config.vision != vision:
         raise ConfigError(f"--init {str(args.init)!r} was trained on {init.config.vision.backbone} at "
@@ -405,7 +422,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             t0 = time.perf_counter()
             blocks = args.demo_blocks or out / "demo_blocks"
             demos = collect(demo_cfg, vision, args.workers, blocks)
-            if driven_cfg is not None:
+            for driven_cfg in driven_cfgs:
                 demos.extend(collect(driven_cfg, vision, args.workers, blocks))
             if not demos.actions:
                 raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")

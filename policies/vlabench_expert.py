@@ -22,6 +22,12 @@ SHELF_MARGIN = 0.08  # how far the held object's bottom is lifted above the shel
 PRESS_DEPTH = 0.012  # TCP target below a resting button's top (the cap travels 10 mm)
 YAW_STEP = 0.3  # radians per control step when the hand turns for the button task
 PRESS_YAW = math.pi / 2  # the hand across the row of buttons
+# Funnel mode (labelling states a learned policy reached): below the hover height, descend straight to the grasp
+# point from within this share of the height left (at least DESCEND_RADIUS) instead of going back up; lower over
+# the box or plate from within LOWER_RADIUS of its centre instead of centring at the carry height first.
+FUNNEL_SLOPE = 0.3
+DESCEND_RADIUS = 0.012
+LOWER_RADIUS = 0.03
 
 
 def _half_turn(angle: float) -> float:
@@ -32,9 +38,12 @@ class VLABenchExpert:
     """Phase machine: approach → descend → close → lift → (carry → lower → release → retreat | withdraw); for a
     button: approach (turn in place first) → press → release."""
 
-    def __init__(self, env: Any, seed: int = 0, noise_std: float = 0.0) -> None:
+    def __init__(self, env: Any, seed: int = 0, noise_std: float = 0.0, funnel: bool = False) -> None:
         self.env = env.unwrapped
         self.noise_std = float(noise_std)
+        # A phase machine only describes states it drove itself: funnel mode accepts the states another policy
+        # reaches on the way down or over the fixture (DAgger labels) rather than backing up to a waypoint.
+        self.funnel = bool(funnel)
         self.rng = policy_seed_rng(seed)
         self.reset("", {})
 
@@ -72,6 +81,9 @@ class VLABenchExpert:
             goal = np.array([tpos[0], tpos[1], grasp_z + HOVER])
             if np.linalg.norm(tcp[:2] - goal[:2]) < 0.004 and abs(tcp[2] - goal[2]) < 0.01:
                 self.phase = "descend"
+            elif self.funnel and tcp[2] < goal[2] - 0.01 and np.linalg.norm(tcp[:2] - goal[:2]) <= max(
+                    DESCEND_RADIUS, FUNNEL_SLOPE * (tcp[2] - grasp_z)):
+                self.phase = "descend"
         if self.phase == "descend":
             goal = np.array([tpos[0], tpos[1], grasp_z])
             if abs(tcp[2] - goal[2]) < 0.008 and np.linalg.norm(tcp[:2] - goal[:2]) < 0.012:
@@ -107,7 +119,7 @@ class VLABenchExpert:
             floor = 0.008 if ps["fixture"]["kind"] == "plate" else 0.007
             if self.phase == "carry":
                 goal = np.array([spot[0], spot[1], self.carry_z])
-                if np.linalg.norm(tcp[:2] - spot) < 0.012:
+                if np.linalg.norm(tcp[:2] - spot) < (LOWER_RADIUS if self.funnel else 0.012):
                     self.phase = "lower"
             if self.phase == "lower":
                 goal = np.array([spot[0], spot[1], TABLE_Z + floor + self.offset + 0.01])

@@ -65,6 +65,42 @@ def test_bad_config_is_one_config_error():
         VLABenchDemoConfig(episodes=0)
     with pytest.raises(ConfigError, match="look_randomisation"):
         VLABenchDemoConfig(look_randomisation=1.5)
+    with pytest.raises(ConfigError, match="place tasks"):
+        VLABenchDemoConfig(tasks=("select_my_pick",), driver="checkpoints/vlabench_vla", driven_part="carry")
+    with pytest.raises(ConfigError, match="lift"):
+        VLABenchDemoConfig(driven_part="lift")
+
+
+def test_driven_episodes_record_the_expert_labels_at_the_states_the_checkpoint_reaches():
+    from agents.vlabench_demonstrations import collect_vlabench_demos
+    from envs.paths import CHECKPOINTS
+
+    cfg = VLABenchDemoConfig(tasks=("select_my_in_box",), episodes=1, max_steps=6, image_size=64, seed=0,
+                             noise_fraction=0.0, driver=str(CHECKPOINTS / "vlabench_vla"), driver_sha256="x")
+    driven = collect_vlabench_demos(cfg)
+    record = driven.episodes[0]
+    assert record["index"] == 1_000_000 and record["driven_steps"] == 6 and not record["success"]
+    assert len(driven) == 6  # kept although it failed: every frame holds the expert's label
+    again = collect_vlabench_demos(cfg)
+    assert all(np.array_equal(a, b) for a, b in zip(driven.frames, again.frames, strict=True))  # seeded
+    # the labels are the expert's (toward the target) at states the checkpoint drove to (not the expert's own path)
+    for state, label, target in zip(driven.states, driven.actions, driven.targets, strict=True):
+        rel = np.asarray(target[:2]) - state[:2]
+        assert label[6] < 0 and (np.linalg.norm(rel) < 0.01 or float(np.dot(label[:2], rel)) > 0)
+    from envs.manipulation.vlabench.env import make_env
+    from policies.vlabench_expert import VLABenchExpert
+
+    env = make_env("select_my_in_box", {"track": "in_distribution", "action_mode": "delta", "cameras": ("front",),
+                                        "image_size": 64, "max_steps": 6, "references": False})
+    try:
+        obs, info = env.reset(seed=record["seed"])
+        expert = VLABenchExpert(env, seed=record["seed"], funnel=True)
+        expert.reset(record["instruction"], info)
+        for label in driven.actions[:-1]:
+            obs = env.step(label)[0]  # the expert executing its own labels
+        assert not np.allclose(obs["ee_state"], driven.states[-1], atol=1e-3)
+    finally:
+        env.close()
 
 
 def test_look_randomisation_renders_the_demos_in_randomised_rooms():

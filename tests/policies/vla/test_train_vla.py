@@ -152,6 +152,15 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["--out", str(tmp_path / "out"), "--dagger", "checkpoints/generic_vla", "--dagger-demos", "2",
                  "--dagger-part", "carry", "--tasks", "fractal_pick"]) == 2
     assert "needs a place task" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "out"), "--dagger", "checkpoints/generic_vla", "--dagger-demos", "1",
+                 "--dagger-part", "approach,carry"]) == 2
+    assert "at least the number of --dagger-part parts (2)" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "out"), "--dagger-part", "approach,lift"]) == 2
+    assert "unknown --dagger-part 'lift'" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["--out", str(tmp_path / "out"), "--suite", "personalized_vlabench", "--dagger",
+                 "checkpoints/vlabench_vla", "--dagger-demos", "2", "--dagger-part", "carry", "--tasks",
+                 "select_my_pick"]) == 2
+    assert "needs a place task" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--init", "checkpoints/generic_vla", "--input-size", "64"]) == 2
     assert "was trained on cnn at 96px" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--memory", "2", "--backbone", "mobilenet_v2_imagenet"]) == 2
