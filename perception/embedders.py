@@ -135,31 +135,39 @@ class InstanceEmbedder(MobileNetEmbedder):
     ``embed`` (the matcher's embedding cue) goes through the trained head. The checkpoint is sha256-verified.
     """
 
-    def __init__(self, folder: str | Path | None = None, cache_size: int = 512) -> None:
+    def __init__(self, folder: str | Path | None = None, cache_size: int = 512, blend: bool = False) -> None:
         from envs.paths import CHECKPOINTS
         from perception.instance_embedder import load_head
 
         super().__init__(cache_size=cache_size)
         self.folder = Path(folder) if folder is not None else CHECKPOINTS / "instance_embedder"
         self.head_config, self.head = load_head(self.folder)
+        # blend: the head's unit vector beside the ImageNet one, each scaled by 1/sqrt(2), so a cosine between two
+        # rows is the mean of the two embeddings' cosines (one network pass serves both).
+        self.blend = bool(blend)
 
     def embed(self, crops: np.ndarray) -> np.ndarray:
         import torch
 
+        dim = self.head_config.dim + (1280 if self.blend else 0)
         if len(crops) == 0:
-            return np.zeros((0, self.head_config.dim), np.float32)
+            return np.zeros((0, dim), np.float32)
+        pooled = self.pooled(crops)
         with torch.no_grad():
-            out = self.head(torch.from_numpy(self.pooled(crops))).numpy()
-        return _unit(out)
+            out = _unit(self.head(torch.from_numpy(pooled)).numpy())
+        if not self.blend:
+            return out
+        return (np.concatenate([out, _unit(pooled)], axis=1) / np.sqrt(2.0)).astype(np.float32)
 
 
 def make_embedder(name_or_path: str | None, input_size: int | None = None) -> Embedder:
     """``None``/"mobilenet_v2" → MobileNetV2 (at ``input_size``); "instance" → the trained instance head in
-    ``checkpoints/instance_embedder``; anything else is a local transformers folder."""
+    ``checkpoints/instance_embedder``; "blend" → that head and MobileNetV2 averaged (cosine = the mean of both);
+    anything else is a local transformers folder."""
     if name_or_path in (None, "", "mobilenet_v2"):
         return MobileNetEmbedder(input_size=input_size)
-    if name_or_path == "instance":
+    if name_or_path in ("instance", "blend"):
         if input_size is not None:
             raise ConfigError("the instance embedder was trained at the crop's own size; leave vap_embed_size unset")
-        return InstanceEmbedder()
+        return InstanceEmbedder(blend=name_or_path == "blend")
     return HFImageEmbedder(name_or_path)

@@ -37,9 +37,9 @@ class VAPOptions(Options):
                                             metadata={"help": "matcher cues: embedding, colour, keypoints"})
     vap_every: int = field(default=5, metadata={"help": "tracker re-localisation period (steps)"})
     vap_embedder: str | None = field(default=None, metadata={"help": "local DINOv2/CLIP folder (default MobileNetV2)"})
-    vap_matcher_embedder: Literal["mobilenet_v2", "instance"] = field(
-        default="mobilenet_v2", metadata={"help": "embedding cue: ImageNet MobileNetV2, or the trained instance head "
-                                                  "(checkpoints/instance_embedder)"})
+    vap_matcher_embedder: Literal["mobilenet_v2", "instance", "blend"] = field(
+        default="mobilenet_v2", metadata={"help": "embedding cue: ImageNet MobileNetV2, the trained instance head "
+                                                  "(checkpoints/instance_embedder), or the mean of both cosines"})
     vap_embed_size: int | None = field(default=None, metadata={"help": "MobileNetV2 input side for crops (>= 32)"})
     vap_detector: Literal["proposals", "transformers", "groundingdino"] = field(
         default="proposals", metadata={"help": "detector backend"})
@@ -64,7 +64,8 @@ class VAPOptions(Options):
                 f"vap_embed_size must be an integer >= 32 (pixels), got {self.vap_embed_size}")
         require(self.vap_matcher_embedder == "mobilenet_v2" or (self.vap_embedder is None
                                                                  and self.vap_embed_size is None),
-                "vap_matcher_embedder=instance cannot be combined with vap_embedder or vap_embed_size")
+                f"vap_matcher_embedder={self.vap_matcher_embedder} cannot be combined with vap_embedder or "
+                "vap_embed_size")
         require(self.vap_category_weight is None or 0 <= self.vap_category_weight <= 1,
                 f"vap_category_weight must be a number in [0, 1], got {self.vap_category_weight}")
         require(self.vap_candidates >= 1, f"vap_candidates must be an integer >= 1, got {self.vap_candidates}")
@@ -108,9 +109,10 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     from policies.vap import VAPConfig, VisualAttentivePrompting
 
     opts = VAPOptions.from_options(ctx.options, strict=False)
+    trained = opts.vap_matcher_embedder != "mobilenet_v2"  # the instance head, alone or blended
     matcher = LimitedMatcher(opts.vap_refs, config=MatcherConfig(components=opts.vap_components),
-                             embedder=make_embedder("instance" if opts.vap_matcher_embedder == "instance"
-                                                    else opts.vap_embedder, opts.vap_embed_size))
+                             embedder=make_embedder(opts.vap_matcher_embedder if trained else opts.vap_embedder,
+                                                    opts.vap_embed_size))
     sensors, target_id, scene_ids = _privileged(ctx)
     min_score = VAPConfig.min_score if opts.vap_min_score is None else opts.vap_min_score
     category_weight = VAPConfig.category_weight if opts.vap_category_weight is None else opts.vap_category_weight

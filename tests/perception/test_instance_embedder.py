@@ -133,6 +133,12 @@ def test_option_switches_the_embedding_cue():
         assert np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
         with pytest.raises(ConfigError, match="cannot be combined"):
             build({"vap_matcher_embedder": "instance", "vap_embed_size": 64})
+        # blend: one row holds both unit embeddings, so a cosine is the mean of the head's and ImageNet's cosines
+        blended = build({"vap_matcher_embedder": "blend"}).matcher.embedder
+        both = blended.embed(crops)
+        imagenet = MobileNetEmbedder().embed(crops)
+        assert np.allclose(np.linalg.norm(both, axis=1), 1.0, atol=1e-5)
+        assert both[0] @ both[1] == pytest.approx((emb[0] @ emb[1] + imagenet[0] @ imagenet[1]) / 2, abs=1e-5)
     finally:
         env.close()
 

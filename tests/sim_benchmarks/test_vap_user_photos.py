@@ -37,7 +37,7 @@ def test_retrieval_on_lookalike_scenes(tmp_path):
     result = json.loads((tmp_path / "user_photos.json").read_text())
     ret = result["retrieval"]
     assert ret["sets"] + ret["skipped"] == len(result["objects"])
-    assert set(ret["matchers"]) == {"default", "instance"}
+    assert set(ret["matchers"]) == {"default", "instance", "blend"}
     assert all(r["target"].startswith("user_can_") for r in ret["rows"])
     assert all(r["candidates"] >= 2 for r in ret["rows"])
     assert "| default |" in (tmp_path / "README.md").read_text()

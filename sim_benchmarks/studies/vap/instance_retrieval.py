@@ -34,8 +34,9 @@ from sim_benchmarks.train_log import write_json_atomic
 # today's matcher; the same with the trained instance embedder as embedding cue; and the embedding cue alone of each
 # ``*_refit``: the logistic weights refitted on generic_simpler train-split scenes (never the test sets) for that
 # embedding cue; ``*_refit_personal``: refitted on personalized_simpler scenes of train-split designs instead.
-MATCHERS = ("default", "instance", "mobilenet_cue_only", "instance_cue_only", "default_refit", "instance_refit",
-            "default_refit_personal", "instance_refit_personal")
+# ``blend``: the embedding cue is the mean of the trained head's and MobileNetV2's cosines (vap_matcher_embedder).
+MATCHERS = ("default", "instance", "blend", "mobilenet_cue_only", "instance_cue_only", "default_refit",
+            "instance_refit", "default_refit_personal", "instance_refit_personal")
 REFIT_TASKS = ("fractal_pick", "fractal_move_near", "bridge_pick", "bridge_put_on")
 REFIT_SEED = 60000  # train-split scenes the embedder's training (seeds 0-79 on train_extended) did not render
 
@@ -98,7 +99,8 @@ def make_matcher(name: str, instance_checkpoint: Path | None = None) -> Any:
     if name not in MATCHERS:
         raise choice_error("matcher", name, MATCHERS)
     config = MatcherConfig(components=("embedding",)) if name.endswith("_cue_only") else MatcherConfig()
-    embedder = InstanceEmbedder(instance_checkpoint) if name.startswith("instance") else make_embedder(None)
+    trained = name.startswith("instance") or name == "blend"
+    embedder = InstanceEmbedder(instance_checkpoint, blend=name == "blend") if trained else make_embedder(None)
     matcher = InstanceMatcher(config, embedder=embedder)
     if name.endswith("_refit"):
         return refit(matcher)
@@ -226,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if t not in registry.suites()[SUITE].tasks:
             raise choice_error(f"task of {SUITE}", t, list(registry.suites()[SUITE].tasks))
     check_out_dir(args.out)
-    if args.instance_checkpoint is not None and any(m.startswith("instance") for m in matchers):
+    if args.instance_checkpoint is not None and any(m.startswith("instance") or m == "blend" for m in matchers):
         from perception.instance_embedder import load_head
 
         load_head(args.instance_checkpoint)  # a bad folder is one line and exit 2 before any scene is rendered

@@ -15,7 +15,8 @@ Two parts, each on the same scenes for every matcher variant (paired):
 * **episodes** — full ``vap`` episodes on the frozen generic base through ``run_evaluation`` (``--episodes`` per
   task per user object and variant): first-step grounding, correct object and success.
 
-Variants: ``default`` (today's matcher) and ``instance`` (``vap_matcher_embedder=instance``). Writes
+Variants: ``default`` (today's matcher), ``instance`` (``vap_matcher_embedder=instance``) and ``blend``
+(``vap_matcher_embedder=blend``). Writes
 ``user_photos.json`` + ``README.md`` (and the evaluation folders under ``episodes/``).
 """
 
@@ -46,6 +47,7 @@ from sim_benchmarks.train_log import write_json_atomic
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "default": ("default", {}),
     "instance": ("instance", {"vap_matcher_embedder": "instance"}),
+    "blend": ("blend", {"vap_matcher_embedder": "blend"}),
 }
 # Bodies whose side shows a print well; a bowl's low wall shows little of it.
 DEFAULT_CATEGORIES = ("mug", "can", "bottle", "box")

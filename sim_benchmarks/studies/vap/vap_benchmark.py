@@ -132,6 +132,7 @@ ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
     # The trained instance head as the embedding cue (docs/results/instance_embedder.md); its time column is paired
     # with the default row's: the same frames, the variants taking turns on each, so machine load hits both alike.
     "all cues, instance embedder": {"vap_matcher_embedder": "instance"},
+    "all cues, blended embedder": {"vap_matcher_embedder": "blend"},  # the mean of both embeddings' cosines
 }
 STYLES = ("recolour", "overlay", "outline", "dim", "crop")
 
