@@ -31,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from agents.demonstrations import DRIVEN_PARTS, DRIVER_INDEX_OFFSET, Demos, describe_options, episode_rng
+from agents.demonstrations import (
+    CARRY_PHASES,
+    DRIVEN_PARTS,
+    DRIVER_INDEX_OFFSET,
+    Demos,
+    describe_options,
+    episode_rng,
+)
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.objects import find_instance
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT
@@ -46,7 +53,6 @@ GENERIC_TRACK = "in_distribution"  # the only track whose instructions name attr
 BASE_TASKS = tuple(PICK_PLACE_TASKS)
 PLACE_GOALS = ("in_box", "on_plate")  # tasks with a carry to a fixture (what a carry-driven episode drives)
 APPROACH_PHASES = ("approach", "descend")  # the expert phases an approach-driven episode hands to the driver
-CARRY_PHASES = ("carry", "lower", "release")  # ... and a carry-driven one
 
 
 @dataclass(frozen=True)
