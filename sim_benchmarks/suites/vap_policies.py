@@ -36,10 +36,11 @@ class VAPOptions(Options):
     vap_components: tuple[str, ...] = field(default=("embedding", "colour", "keypoints"),
                                             metadata={"help": "matcher cues: embedding, colour, keypoints"})
     vap_every: int = field(default=5, metadata={"help": "tracker re-localisation period (steps)"})
-    vap_embedder: str | None = field(default=None, metadata={"help": "local DINOv2/CLIP folder (default MobileNetV2)"})
-    vap_matcher_embedder: Literal["mobilenet_v2", "instance", "blend"] = field(
-        default="mobilenet_v2", metadata={"help": "embedding cue: ImageNet MobileNetV2, the trained instance head "
-                                                  "(checkpoints/instance_embedder), or the mean of both cosines"})
+    vap_embedder: str | None = field(default=None, metadata={"help": "local DINOv2/CLIP folder as the embedding cue"})
+    vap_matcher_embedder: Literal["mobilenet_v2", "instance", "blend"] | None = field(
+        default=None, metadata={"help": "embedding cue: ImageNet MobileNetV2, the trained instance head "
+                                        "(checkpoints/instance_embedder), or the mean of both cosines; default "
+                                        "blend, or vap_embedder's / vap_embed_size's MobileNetV2 when either is set"})
     vap_embed_size: int | None = field(default=None, metadata={"help": "MobileNetV2 input side for crops (>= 32)"})
     vap_detector: Literal["proposals", "transformers", "groundingdino"] = field(
         default="proposals", metadata={"help": "detector backend"})
@@ -62,8 +63,8 @@ class VAPOptions(Options):
         require(self.vap_every >= 1, f"vap_every must be >= 1, got {self.vap_every}")
         require(self.vap_embed_size is None or self.vap_embed_size >= 32,
                 f"vap_embed_size must be an integer >= 32 (pixels), got {self.vap_embed_size}")
-        require(self.vap_matcher_embedder == "mobilenet_v2" or (self.vap_embedder is None
-                                                                 and self.vap_embed_size is None),
+        require(self.vap_matcher_embedder in (None, "mobilenet_v2") or (self.vap_embedder is None
+                                                                         and self.vap_embed_size is None),
                 f"vap_matcher_embedder={self.vap_matcher_embedder} cannot be combined with vap_embedder or "
                 "vap_embed_size")
         require(self.vap_category_weight is None or 0 <= self.vap_category_weight <= 1,
@@ -71,6 +72,14 @@ class VAPOptions(Options):
         require(self.vap_candidates >= 1, f"vap_candidates must be an integer >= 1, got {self.vap_candidates}")
         require(self.vap_hue_margin is None or 0 <= self.vap_hue_margin <= 180,
                 f"vap_hue_margin must be a number of degrees in [0, 180], got {self.vap_hue_margin}")
+
+    def embedder(self) -> str | None:
+        """What ``make_embedder`` builds the matcher's embedding cue from (``None``: MobileNetV2)."""
+        if self.vap_matcher_embedder is None:
+            # blend by default; an explicit vap_embedder / vap_embed_size chooses that MobileNetV2 or folder.
+            custom = self.vap_embedder is not None or self.vap_embed_size is not None
+            return self.vap_embedder if custom else "blend"
+        return None if self.vap_matcher_embedder == "mobilenet_v2" else self.vap_matcher_embedder
 
 
 def _base(ctx: PolicyContext) -> Any:
@@ -109,10 +118,8 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     from policies.vap import VAPConfig, VisualAttentivePrompting
 
     opts = VAPOptions.from_options(ctx.options, strict=False)
-    trained = opts.vap_matcher_embedder != "mobilenet_v2"  # the instance head, alone or blended
     matcher = LimitedMatcher(opts.vap_refs, config=MatcherConfig(components=opts.vap_components),
-                             embedder=make_embedder(opts.vap_matcher_embedder if trained else opts.vap_embedder,
-                                                    opts.vap_embed_size))
+                             embedder=make_embedder(opts.embedder(), opts.vap_embed_size))
     sensors, target_id, scene_ids = _privileged(ctx)
     min_score = VAPConfig.min_score if opts.vap_min_score is None else opts.vap_min_score
     category_weight = VAPConfig.category_weight if opts.vap_category_weight is None else opts.vap_category_weight

@@ -123,19 +123,28 @@ def test_option_switches_the_embedding_cue():
                 "personalized_simpler", "fractal_pick_my", "vap", 0, env, {"vap_base": "scripted_expert", **opts}))
 
         default, trained = build({}), build({"vap_matcher_embedder": "instance"})
-        assert type(default.matcher.embedder) is MobileNetEmbedder
-        assert isinstance(trained.matcher.embedder, InstanceEmbedder)
+        assert isinstance(default.matcher.embedder, InstanceEmbedder) and default.matcher.embedder.blend
+        assert type(build({"vap_matcher_embedder": "mobilenet_v2"}).matcher.embedder) is MobileNetEmbedder
+        # an explicit crop size (or a local embedder folder) means MobileNetV2 at that size, not the blend
+        resized = build({"vap_embed_size": 64}).matcher.embedder
+        assert type(resized) is MobileNetEmbedder and resized.input_size == 64
+        assert isinstance(trained.matcher.embedder, InstanceEmbedder) and not trained.matcher.embedder.blend
         assert trained.detector.scorer.embedder is trained.matcher.embedder  # one network pass shared
         crops = np.full((2, OBJECT_CROP, OBJECT_CROP, 3), 124, np.uint8)
         crops[1, 20:70, 30:60] = (200, 30, 30)
         emb = trained.matcher.embedder.embed(crops)
         assert emb.shape == (2, trained.matcher.embedder.head_config.dim)
         assert np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+        # the run-time head (numpy) is the trained torch module
+        with torch.no_grad():
+            ref = trained.matcher.embedder.head(torch.from_numpy(trained.matcher.embedder.pooled(crops))).numpy()
+        assert np.allclose(emb, ref / np.linalg.norm(ref, axis=1, keepdims=True), atol=1e-5)
         with pytest.raises(ConfigError, match="cannot be combined"):
             build({"vap_matcher_embedder": "instance", "vap_embed_size": 64})
         # blend: one row holds both unit embeddings, so a cosine is the mean of the head's and ImageNet's cosines
         blended = build({"vap_matcher_embedder": "blend"}).matcher.embedder
         both = blended.embed(crops)
+        assert np.array_equal(both, default.matcher.embedder.embed(crops))
         imagenet = MobileNetEmbedder().embed(crops)
         assert np.allclose(np.linalg.norm(both, axis=1), 1.0, atol=1e-5)
         assert both[0] @ both[1] == pytest.approx((emb[0] @ emb[1] + imagenet[0] @ imagenet[1]) / 2, abs=1e-5)

@@ -31,10 +31,11 @@ from sim_benchmarks.studies.aux.results import paired_diff_ci
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
 from sim_benchmarks.train_log import write_json_atomic
 
-# today's matcher; the same with the trained instance embedder as embedding cue; and the embedding cue alone of each
+# ``default``: the matcher with the MobileNetV2 embedding cue (VAP's default until the blend replaced it); the same
+# with the trained instance embedder as embedding cue; and the embedding cue alone of each
 # ``*_refit``: the logistic weights refitted on generic_simpler train-split scenes (never the test sets) for that
 # embedding cue; ``*_refit_personal``: refitted on personalized_simpler scenes of train-split designs instead.
-# ``blend``: the embedding cue is the mean of the trained head's and MobileNetV2's cosines (vap_matcher_embedder).
+# ``blend``: the embedding cue is the mean of the trained head's and MobileNetV2's cosines (VAP's default).
 MATCHERS = ("default", "instance", "blend", "mobilenet_cue_only", "instance_cue_only", "default_refit",
             "instance_refit", "default_refit_personal", "instance_refit_personal")
 REFIT_TASKS = ("fractal_pick", "fractal_move_near", "bridge_pick", "bridge_put_on")
@@ -91,8 +92,9 @@ def candidate_sets(suite: str, tasks: Sequence[str], episodes: int, seed: int,
 
 
 def make_matcher(name: str, instance_checkpoint: Path | None = None) -> Any:
-    """A fresh matcher variant: ``default`` (today's cues) or ``instance`` (the trained embedder as embedding cue,
-    from ``instance_checkpoint`` or the shipped ``checkpoints/instance_embedder``)."""
+    """A fresh matcher variant (``MATCHERS``): ``default`` (MobileNetV2 embedding cue), ``instance`` (the trained
+    embedder as embedding cue, from ``instance_checkpoint`` or the shipped ``checkpoints/instance_embedder``),
+    ``blend`` (both cosines averaged), and the cue-only / refitted variants."""
     from perception.embedders import InstanceEmbedder, make_embedder
     from perception.matching import InstanceMatcher, MatcherConfig
 

@@ -15,8 +15,8 @@ Two parts, each on the same scenes for every matcher variant (paired):
 * **episodes** — full ``vap`` episodes on the frozen generic base through ``run_evaluation`` (``--episodes`` per
   task per user object and variant): first-step grounding, correct object and success.
 
-Variants: ``default`` (today's matcher), ``instance`` (``vap_matcher_embedder=instance``) and ``blend``
-(``vap_matcher_embedder=blend``). Writes
+Variants: ``default`` (the MobileNetV2 embedding cue, ``vap_matcher_embedder=mobilenet_v2``), ``instance``
+(``vap_matcher_embedder=instance``) and ``blend`` (``vap_matcher_embedder=blend``, VAP's default). Writes
 ``user_photos.json`` + ``README.md`` (and the evaluation folders under ``episodes/``).
 """
 
@@ -45,7 +45,7 @@ from sim_benchmarks.train_log import write_json_atomic
 
 # matcher variant -> (retrieval matcher name, vap policy options)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "default": ("default", {}),
+    "default": ("default", {"vap_matcher_embedder": "mobilenet_v2"}),
     "instance": ("instance", {"vap_matcher_embedder": "instance"}),
     "blend": ("blend", {"vap_matcher_embedder": "blend"}),
 }

@@ -131,8 +131,10 @@ ABLATION_VARIANTS: dict[str, dict[str, Any]] = {
     "all cues, 3 candidates": {"vap_candidates": 3},
     # The trained instance head as the embedding cue (docs/results/instance_embedder.md); its time column is paired
     # with the default row's: the same frames, the variants taking turns on each, so machine load hits both alike.
+    # The default embedding cue is the blend (the mean of the head's and MobileNetV2's cosines).
+    "all cues, MobileNetV2 embedder": {"vap_matcher_embedder": "mobilenet_v2"},
     "all cues, instance embedder": {"vap_matcher_embedder": "instance"},
-    "all cues, blended embedder": {"vap_matcher_embedder": "blend"},  # the mean of both embeddings' cosines
+    "all cues, blended embedder": {"vap_matcher_embedder": "blend"},
 }
 STYLES = ("recolour", "overlay", "outline", "dim", "crop")
 
