@@ -25,6 +25,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from agents.vimrag.allocator import (
+    FULL_GRID,
     allocate_graph,
     allocate_linear,
     allocate_uniform,
@@ -83,6 +84,10 @@ class VimragAgent:
     rng: np.random.Generator | None = None  # sampling planner (training); None = greedy
     on_decision: Any = None  # training hook: called with (state, action) before each action
     reserve: bool = True  # graph mode: hold tokens back for further reads (allocator.further_read_reserve)
+    # Tokens a read keeps however much it reserves: the agent answers with one full grid, so that a small budget is
+    # not split into reads too coarse to see anything. Planners are trained with 0 (trained with the floor, more
+    # runs ended on low plateaus: docs/results/vimrag.md).
+    read_floor: int = FULL_GRID
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -201,7 +206,7 @@ class VimragAgent:
                 # Steps left after this one, minus the forced answer, make room for (retrieve, read) pairs.
                 reads_left = (self.max_steps - 2 - step) // 2
                 spend -= further_read_reserve(pending, unexpanded_text(memory, state["expanded"]), reads_left,
-                                              remaining)
+                                              remaining, keep=self.read_floor)
             levels = (allocate_graph(graph_significance(pending), spend) if spend > 0
                       else {i: 0 for i in images})
         elif self.mode == "uniform":

@@ -22,6 +22,7 @@ from perception.visual_tokens import GRID_LEVELS
 # Diminishing returns of resolution (what fraction of an image's information a grid keeps); concave on purpose.
 UTILITY: dict[int, float] = {0: 0.0, 1: 0.2, 2: 0.45, 4: 0.75, 7: 1.0}
 ON_SUPPORT, PER_DOCUMENT, HAS_DESCENDANT = 2.0, 0.5, 0.25
+FULL_GRID = max(GRID_LEVELS) ** 2  # tokens of one image at full resolution (7 x 7)
 
 
 def _check_budget(budget: int) -> int:
@@ -49,7 +50,8 @@ def graph_significance(memory: DagMemory) -> dict[str, float]:
     return out
 
 
-def further_read_reserve(memory: DagMemory, open_leads: list[int], reads_left: int, budget: int) -> int:
+def further_read_reserve(memory: DagMemory, open_leads: list[int], reads_left: int, budget: int,
+                         keep: int = 0) -> int:
     """Tokens a read should hold back for evidence that later reads are expected to bring (0 when none can).
 
     Each further read the step limit still allows (``reads_left``) is expected to follow one open lead (a document
@@ -57,7 +59,9 @@ def further_read_reserve(memory: DagMemory, open_leads: list[int], reads_left: i
     the support path: ``ON_SUPPORT + PER_DOCUMENT * min(2, documents on the lead's path + 1)``. The current read
     gets the share of ``budget`` that the significance already in memory has of the expected total, the rest is
     reserved. Without such a reserve the value-maximising allocation spends everything on the first read and the
-    read that sees the pivotal evidence finds nothing left.
+    read that sees the pivotal evidence finds nothing left. The reserve never leaves the current read less than
+    ``keep`` tokens: the agent answers with ``keep = FULL_GRID`` (one full-resolution grid), because under a small
+    budget splitting it across reads leaves every read too coarse to see anything.
     """
     budget = _check_budget(budget)
     if reads_left <= 0 or not open_leads:
@@ -65,7 +69,7 @@ def further_read_reserve(memory: DagMemory, open_leads: list[int], reads_left: i
     future = sorted((ON_SUPPORT + PER_DOCUMENT * min(2, memory.text_ancestors(i) + 1) for i in open_leads),
                     reverse=True)[:reads_left]
     now = sum(graph_significance(memory).values())
-    return int(budget * sum(future) / (now + sum(future)))
+    return min(int(budget * sum(future) / (now + sum(future))), max(0, budget - keep))
 
 
 def allocate_graph(significance: dict[str, float], budget: int) -> dict[str, int]:

@@ -41,9 +41,14 @@ def load_stack(corpus_seed: int = 0, folder: str | None = None, reader_seed: int
     return Stack(kb, RetrievalTools(kb), load_or_train_reader(kb, where, reader_seed), where)
 
 
+# Bumped whenever the agent a planner is trained in changes, so that no planner cached by an earlier version is
+# reused.
+PLANNER_VERSION = 1
+
+
 def planner_path(stack: Stack, credit: str, seed: int) -> Path:
     """Cache file of a trained planner."""
-    return stack.folder / f"planner_{credit}_seed{int(seed)}.pt"
+    return stack.folder / f"planner_v{PLANNER_VERSION}_{credit}_seed{int(seed)}.pt"
 
 
 def trained_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: int = DEFAULT_BUDGET) -> LearnedPlanner:
@@ -53,7 +58,7 @@ def trained_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: i
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.exists():
             return LearnedPlanner.load(path)
-        agent = VimragAgent(stack.tools, stack.reader, None, mode="graph", budget=budget)
+        agent = VimragAgent(stack.tools, stack.reader, None, mode="graph", budget=budget, read_floor=0)
         corpus = stack.kb.corpus
         planner, _ = train_planner(agent, fitting_half(corpus.split("train"), "planner"), corpus.split("dev"),
                                    TrainConfig(credit=credit, seed=seed))

@@ -29,7 +29,7 @@ def train_one(credit: str, seed: int, episodes: int, eval_every: int) -> dict:
 
     stack = load_stack(0)
     corpus = stack.kb.corpus
-    agent = VimragAgent(stack.tools, stack.reader, None, mode="graph")
+    agent = VimragAgent(stack.tools, stack.reader, None, mode="graph", read_floor=0)  # as trained_planner trains
     cfg = TrainConfig(credit=credit, seed=seed, episodes=episodes, eval_every=eval_every)
     t0 = time.perf_counter()
     planner, curve = train_planner(agent, fitting_half(corpus.split("train"), "planner"), corpus.split("dev"), cfg,

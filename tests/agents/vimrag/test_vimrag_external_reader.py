@@ -207,11 +207,14 @@ def save_tiny_llava(folder: Path, seed: int = 0) -> Path:
 @pytest.fixture(scope="module")
 def stack(tiny_stack):
     """The shared tiny corpus (tests/agents/vimrag/conftest.py) plus an untrained planner where the suite looks."""
+    from types import SimpleNamespace
+
     from agents.vimrag.planner import LearnedPlanner, PolicyNet
+    from agents.vimrag.stack import planner_path
 
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        LearnedPlanner(PolicyNet()).save(tiny_stack[3] / "planner_ggpo_seed0.pt")
+        LearnedPlanner(PolicyNet()).save(planner_path(SimpleNamespace(folder=tiny_stack[3]), "ggpo", 0))
     return tiny_stack
 
 

@@ -202,3 +202,29 @@ def test_more_episodes_than_questions_exits_2_before_anything_runs(stack, tmp_pa
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"use --episodes <= {available}" in err and "Traceback" not in err
     assert not out.exists()  # nothing written, no question answered
+
+
+def test_a_read_keeps_one_full_grid_however_much_it_reserves(stack) -> None:
+    from agents.vimrag.allocator import FULL_GRID
+
+    kb, tools, reader, _ = stack
+    q = next(q for q in kb.corpus.questions if q.qtype == "placed_colour")
+    script = ["search_text", "follow_links", "read", "answer"]  # other documents found stay unfollowed: open leads
+
+    class RelyOnGold:
+        def __getattr__(self, name):
+            return getattr(reader, name)
+
+        def relevance(self, q_emb, context, image_ids):
+            return {i: float(i == q.gold[1]) for i in image_ids}
+
+    def first_read_tokens(**kw) -> int:
+        agent = VimragAgent(tools, RelyOnGold(), ChatPlanner(fake_model(script), tools.payload), mode="graph",
+                            budget=64, **kw)
+        return agent.rollout(q.qid, q.text)["visual_tokens"]
+
+    # How planners are trained: the proportional reserve alone leaves the read less than a full grid to spend ...
+    trained = first_read_tokens(read_floor=0)
+    assert trained < FULL_GRID
+    # ... while the agent answers with at least a full grid's worth available (64 - 49 = 15 reserved at most).
+    assert trained < first_read_tokens() <= 64

@@ -189,7 +189,7 @@ def test_a_later_reading_that_saw_nothing_does_not_override_the_answer() -> None
 
 
 def test_graph_allocator_reserves_tokens_for_expected_further_reads() -> None:
-    from agents.vimrag.allocator import further_read_reserve
+    from agents.vimrag.allocator import FULL_GRID, further_read_reserve
 
     m = DagMemory.start("q")
     m, t0 = m.add("think", "search_text", 0, [0])
@@ -200,10 +200,15 @@ def test_graph_allocator_reserves_tokens_for_expected_further_reads() -> None:
     m, t2 = m.add("think", "read", 2, [t1])
     m, _ = m.add("hypothesis", "?", 2, [t2, kf])
     # One open lead, a further read possible: part of the budget is held back, never all of it.
-    r = further_read_reserve(m, [other], reads_left=1, budget=32)
-    assert 0 < r < 32
+    r = further_read_reserve(m, [other], reads_left=1, budget=128)
+    assert 0 < r < 128
     # The lead would bring an image on the support path behind one document: 2 + 0.5 = 2.5; the keyframe in
     # memory has 2 (support) + 0.5 (one document) + 0.25 (the hypothesis derives from it) = 2.75.
-    assert r == int(32 * 2.5 / (2.5 + 2.75))
-    assert further_read_reserve(m, [other], reads_left=0, budget=32) == 0  # the step limit allows no more reads
-    assert further_read_reserve(m, [], reads_left=2, budget=32) == 0  # nothing left to follow
+    assert r == int(128 * 2.5 / (2.5 + 2.75))
+    # Keeping one full 7 x 7 grid for the current read (how the agent answers): 64 - 49 = 15 of the proportional
+    # 30 may be held back, and under 49 tokens nothing is.
+    assert further_read_reserve(m, [other], reads_left=1, budget=64) == int(64 * 2.5 / 5.25) == 30
+    assert further_read_reserve(m, [other], reads_left=1, budget=64, keep=FULL_GRID) == 64 - FULL_GRID == 15
+    assert further_read_reserve(m, [other], reads_left=1, budget=32, keep=FULL_GRID) == 0
+    assert further_read_reserve(m, [other], reads_left=0, budget=128) == 0  # the step limit allows no more reads
+    assert further_read_reserve(m, [], reads_left=2, budget=128) == 0  # nothing left to follow
