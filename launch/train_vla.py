@@ -395,6 +395,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for part in parts or [args.dagger_part]:
         if part not in DRIVEN_PARTS:
             raise choice_error("--dagger-part", part, sorted(DRIVEN_PARTS))
+    if len(set(parts)) != len(parts):
+        raise ConfigError(f"--dagger-part names a part twice: {args.dagger_part!r}")
     driven_cfgs = []
     if args.dagger is not None:
         load_checkpoint(args.dagger)  # verified here, so a bad folder fails before anything is collected
@@ -404,12 +406,12 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         if args.dagger_demos < len(parts):
             raise ConfigError(f"--dagger-demos must be at least the number of --dagger-part parts ({len(parts)}), "
                               f"got {args.dagger_demos}")
-        for part in parts:
+        for k, part in enumerate(parts):
             driven_tasks = place_tasks if part == "carry" else tuple(tasks)
             if not driven_tasks:
                 raise ConfigError(f"--dagger-part carry needs a place task in --tasks, got {args.tasks}")
             # --dagger-demos is split evenly over the parts (the first parts take any remainder)
-            count = args.dagger_demos // len(parts) + (parts.index(part) < args.dagger_demos % len(parts))
+            count = args.dagger_demos // len(parts) + (k < args.dagger_demos % len(parts))
             driven_cfgs.append(replace(demo_cfg, tasks=driven_tasks, episodes=count, driver=str(args.dagger),
                                        driver_sha256=driver_sha, driven_part=part))
     init = load_checkpoint(args.init) if args.init is not None else None

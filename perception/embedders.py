@@ -144,7 +144,7 @@ class InstanceEmbedder(MobileNetEmbedder):
         self.head_config, self.head = load_head(self.folder)
         # The head runs in numpy at run time: for a handful of rows torch's per-call dispatch costs more than the
         # two matrix products (about 0.2 ms per call, several calls per grounding).
-        lin1, lin2 = self.head[0], self.head[2]
+        lin1, lin2 = [m for m in self.head if hasattr(m, "weight")]  # Linear → ReLU → Linear (build_head)
         self._weights = [t.detach().numpy().astype(np.float32).copy()
                          for t in (lin1.weight.T, lin1.bias, lin2.weight.T, lin2.bias)]
         # blend: the head's unit vector beside the ImageNet one, each scaled by 1/sqrt(2), so a cosine between two

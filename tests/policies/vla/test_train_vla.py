@@ -155,6 +155,8 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["--out", str(tmp_path / "out"), "--dagger", "checkpoints/generic_vla", "--dagger-demos", "1",
                  "--dagger-part", "approach,carry"]) == 2
     assert "at least the number of --dagger-part parts (2)" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "out"), "--dagger-part", "carry,carry"]) == 2
+    assert "names a part twice" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--dagger-part", "approach,lift"]) == 2
     assert "unknown --dagger-part 'lift'" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--suite", "personalized_vlabench", "--dagger",
