@@ -36,6 +36,20 @@ def require_positive(args: argparse.Namespace, names: tuple[str, ...]) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` → [0, 1, 2, 3, 4]; ``"1,42,999"`` → [1, 42, 999]."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            seeds.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    except ValueError:
+        raise ConfigError(f"--seeds must look like 0-4 or 1,42,999, got {text!r}") from None
+    if not seeds or len(seeds) > 100 or min(seeds) < 0:
+        raise ConfigError(f"--seeds must name 1 to 100 non-negative seeds, got {text!r}")
+    return seeds
+
+
 def user_error_line(exc: BaseException) -> str | None:
     """The one-line message for a user error, or None when ``exc`` is a bug (which keeps its traceback)."""
     if isinstance(exc, ConfigError):

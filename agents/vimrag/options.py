@@ -20,7 +20,7 @@ class VimragOptions(Options):
     title = "VimRAG options"
     budget: int = dataclasses.field(default=DEFAULT_BUDGET, metadata={"help": "total visual tokens per question"})
     max_steps: int = dataclasses.field(default=8, metadata={"help": "agent steps before a forced answer"})
-    planner_seed: int = dataclasses.field(default=0, metadata={"help": "seed of the GGPO-trained planner"})
+    planner_seed: int = dataclasses.field(default=0, metadata={"help": "seed of the trained planner (best of 4 runs)"})
     credit: Literal["ggpo", "trajectory"] = dataclasses.field(default="ggpo",
                                                                metadata={"help": "planner trained with this credit"})
     planner: Literal["learned", "smollm2"] = dataclasses.field(default="learned", metadata={

@@ -11,22 +11,8 @@ import time
 from pathlib import Path
 
 from envs.errors import ConfigError, choice_error
-from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.cli import ArgumentParser, main_guard, parse_seeds
 from sim_benchmarks.studies.aux import methods
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"0-4"`` → [0, 1, 2, 3, 4]; ``"1,42,999"`` → [1, 42, 999]."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, sep, hi = part.strip().partition("-")
-            seeds.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
-    except ValueError:
-        raise ConfigError(f"--seeds must look like 0-4 or 1,42,999, got {text!r}") from None
-    if not seeds or len(seeds) > 100 or min(seeds) < 0:
-        raise ConfigError(f"--seeds must name 1 to 100 non-negative seeds, got {text!r}")
-    return seeds
 
 
 @main_guard

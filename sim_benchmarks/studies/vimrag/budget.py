@@ -1,9 +1,11 @@
 """Accuracy vs visual-token budget on the test split: vimrag vs linear_rag vs uniform_budget (vs oracle_evidence).
 
-``python -m sim_benchmarks.studies.vimrag.budget --budgets 16,32,64,128 --out DIR`` runs every test question once
-per (memory mode, budget) with the default GGPO-trained planner, through the agent's node functions (the same
-functions the LangGraph graph calls), and writes ``DIR/results.json``, ``DIR/table.md`` and ``DIR/budget.png``.
-Accuracies carry Wilson 95 % intervals; vimrag minus each baseline is a paired bootstrap interval over questions.
+``python -m sim_benchmarks.studies.vimrag.budget --budgets 16,32,64,128 --seeds 0,1,2 --out DIR`` runs every test
+question once per (memory mode, budget) and per seed, through the agent's node functions (the same functions the
+LangGraph graph calls), and writes ``DIR/results.json``, ``DIR/table.md`` and ``DIR/budget.png``. Seed s is the
+trained pair that every policy shares: reader seed s and the GGPO planner of seed s trained with that reader (seed 0
+is the default stack). Accuracies carry Wilson 95 % intervals per seed; vimrag minus each baseline is a paired
+bootstrap interval over questions, per seed and for the mean over seeds.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.errors import ConfigError
-from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.cli import ArgumentParser, main_guard, parse_seeds
 
 MODES = {"vimrag": "graph", "linear_rag": "linear", "uniform_budget": "uniform", "oracle_evidence": "oracle"}
 
@@ -33,13 +35,14 @@ def parse_ints(text: str, what: str) -> list[int]:
 
 
 def run_budget_study(budgets: list[int], split: str = "test", limit: int | None = None, corpus_seed: int = 0,
-                     planner_seed: int = 0, credit: str = "ggpo") -> dict:
-    """Per (policy, budget): per-question correctness, mean visual/text tokens, steps, latency."""
+                     seed: int = 0, credit: str = "ggpo") -> dict:
+    """Per (policy, budget), with reader and planner of ``seed``: per-question correctness, mean visual/text
+    tokens, steps, latency."""
     from agents.vimrag.agent import VimragAgent
     from agents.vimrag.stack import load_stack, trained_planner
 
-    stack = load_stack(corpus_seed)
-    planner = trained_planner(stack, credit, planner_seed)
+    stack = load_stack(corpus_seed, reader_seed=seed)
+    planner = trained_planner(stack, credit, seed)
     questions = stack.kb.corpus.split(split)[:limit]
     gold = {q.qid: q for q in questions}
     out: dict = {"questions": len(questions), "split": split, "budgets": budgets, "rows": {}}
@@ -63,39 +66,59 @@ def run_budget_study(budgets: list[int], split: str = "test", limit: int | None 
                 "per_type": {t: float(np.mean(v)) for t, v in sorted(by_type.items())},
                 "visual_tokens": float(np.mean(vis)), "text_tokens": float(np.mean(txt)),
                 "steps": float(np.mean(steps)), "latency_median_s": float(np.median(lat))}
-            print(f"{name:16s} budget {budget:4d}: accuracy {np.mean(correct):.3f}  visual tokens "
+            print(f"seed {seed} {name:16s} budget {budget:4d}: accuracy {np.mean(correct):.3f}  visual tokens "
                   f"{np.mean(vis):.1f}  median {np.median(lat) * 1000:.1f} ms", flush=True)
     return out
 
 
+def run_seeds(budgets: list[int], seeds: list[int], split: str = "test", limit: int | None = None) -> dict:
+    """:func:`run_budget_study` for every seed: ``{"questions", "split", "budgets", "seeds", "runs": {seed: rows}}``."""
+    runs = {str(s): run_budget_study(budgets, split, limit, seed=s) for s in seeds}
+    first = runs[str(seeds[0])]
+    return {"questions": first["questions"], "split": split, "budgets": budgets, "seeds": seeds,
+            "runs": {k: r["rows"] for k, r in runs.items()}}
+
+
+def _accuracies(result: dict, name: str, budget: int) -> np.ndarray:
+    """Per seed, the 0/1 correctness of every question (seeds x questions)."""
+    return np.array([result["runs"][str(s)][f"{name}@{budget}"]["correct"] for s in result["seeds"]], float)
+
+
 def table(result: dict) -> str:
-    """Markdown: accuracy [Wilson 95 % CI] per policy and budget, and vimrag minus baselines (paired bootstrap)."""
+    """Markdown: accuracy per policy and budget (one seed: [Wilson 95 % CI]; several: mean (min–max over seeds)),
+    then vimrag minus each baseline, paired bootstrap over questions, per seed and for the mean over seeds."""
     from sim_benchmarks.metrics import wilson_ci
     from sim_benchmarks.studies.aux.results import bootstrap_ci
 
-    budgets = result["budgets"]
+    budgets, seeds = result["budgets"], result["seeds"]
     lines = ["| policy | " + " | ".join(f"budget {b}" for b in budgets) + " |",
              "|---|" + "---|" * len(budgets)]
-    rows = result["rows"]
     for name in MODES:
         cells = []
         for b in budgets:
-            c = rows[f"{name}@{b}"]["correct"]
-            lo, hi = wilson_ci(sum(c), len(c))
-            cells.append(f"{100 * np.mean(c):.1f} [{100 * lo:.1f}, {100 * hi:.1f}]")
+            acc = _accuracies(result, name, b)
+            if len(seeds) == 1:
+                lo, hi = wilson_ci(int(acc.sum()), acc.size)
+                cells.append(f"{100 * acc.mean():.1f} [{100 * lo:.1f}, {100 * hi:.1f}]")
+            else:
+                per = 100 * acc.mean(1)
+                cells.append(f"{per.mean():.1f} ({per.min():.1f}–{per.max():.1f})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for base in ("linear_rag", "uniform_budget"):
-        cells = []
-        for b in budgets:
-            d = np.subtract(rows[f"vimrag@{b}"]["correct"], rows[f"{base}@{b}"]["correct"])
-            m, lo, hi = bootstrap_ci(d)
-            cells.append(f"{100 * m:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
-        lines.append(f"| vimrag − {base} (points) | " + " | ".join(cells) + " |")
+        groups = [(f"seed {s}", [i]) for i, s in enumerate(seeds)] if len(seeds) > 1 else []
+        groups.append((f"mean of {len(seeds)} seeds" if len(seeds) > 1 else "", list(range(len(seeds)))))
+        for label, idx in groups:
+            cells = []
+            for b in budgets:
+                d = (_accuracies(result, "vimrag", b) - _accuracies(result, base, b))[idx].mean(0)
+                m, lo, hi = bootstrap_ci(d)
+                cells.append(f"{100 * m:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+            lines.append(f"| vimrag − {base}{', ' + label if label else ''} (points) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot(result: dict, path: Path) -> None:
-    """Accuracy vs budget, one line per policy, Wilson intervals as error bars."""
+    """Accuracy vs budget, one line per policy; error bars: Wilson intervals (one seed) or the range over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,17 +130,21 @@ def plot(result: dict, path: Path) -> None:
     for name in MODES:
         acc, err = [], [[], []]
         for b in result["budgets"]:
-            c = result["rows"][f"{name}@{b}"]["correct"]
-            lo, hi = wilson_ci(sum(c), len(c))
-            acc.append(np.mean(c))
-            err[0].append(np.mean(c) - lo)
-            err[1].append(hi - np.mean(c))
+            a = _accuracies(result, name, b)
+            mean = a.mean()
+            lo, hi = wilson_ci(int(a.sum()), a.size) if len(a) == 1 else (a.mean(1).min(), a.mean(1).max())
+            acc.append(mean)
+            err[0].append(mean - lo)
+            err[1].append(hi - mean)
         ax.errorbar(result["budgets"], acc, yerr=err, marker="o", capsize=3, label=name,
                     linestyle="--" if name == "oracle_evidence" else "-")
     ax.set_xscale("log", base=2)
     ax.set_xticks(result["budgets"], [str(b) for b in result["budgets"]])
     ax.set_xlabel("visual-token budget per question")
+    seeds = result["seeds"]
     ax.set_ylabel(f"exact match ({result['split']}, n={result['questions']})")
+    if len(seeds) > 1:
+        ax.set_title(f"mean of reader/planner seeds {','.join(map(str, seeds))}; bars: range", fontsize=8)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -132,16 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", default="16,32,64,128")
     ap.add_argument("--split", default="test", choices=["dev", "test"])
     ap.add_argument("--limit", type=int, default=None, help="first N questions only")
+    ap.add_argument("--seeds", default="0", help="reader/planner seeds, e.g. 0,1,2 (0 = the default stack)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     budgets = parse_ints(args.budgets, "--budgets")
+    seeds = parse_seeds(args.seeds)
     if args.limit is not None and args.limit <= 0:
         raise ConfigError(f"--limit must be a positive integer, got {args.limit}")
     import torch
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    result = run_budget_study(budgets, args.split, args.limit)
+    result = run_seeds(budgets, seeds, args.split, args.limit)
     result["wall_s"] = time.perf_counter() - t0
     result["command"] = "python -m sim_benchmarks.studies.vimrag.budget " + " ".join(argv or sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)

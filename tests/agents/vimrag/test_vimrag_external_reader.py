@@ -214,7 +214,7 @@ def stack(tiny_stack):
 
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        LearnedPlanner(PolicyNet()).save(planner_path(SimpleNamespace(folder=tiny_stack[3]), "ggpo", 0))
+        LearnedPlanner(PolicyNet()).save(planner_path(SimpleNamespace(folder=tiny_stack[3], reader_seed=0), "ggpo", 0))
     return tiny_stack
 
 
