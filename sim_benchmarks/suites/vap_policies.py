@@ -79,7 +79,8 @@ class VAPOptions(Options):
             # blend by default; an explicit vap_embedder / vap_embed_size chooses that MobileNetV2 or folder.
             custom = self.vap_embedder is not None or self.vap_embed_size is not None
             return self.vap_embedder if custom else "blend"
-        return None if self.vap_matcher_embedder == "mobilenet_v2" else self.vap_matcher_embedder
+        # mobilenet_v2 names the non-trained cue: ImageNet MobileNetV2, or the local folder vap_embedder names.
+        return self.vap_embedder if self.vap_matcher_embedder == "mobilenet_v2" else self.vap_matcher_embedder
 
 
 def _base(ctx: PolicyContext) -> Any:

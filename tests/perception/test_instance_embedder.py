@@ -128,6 +128,12 @@ def test_option_switches_the_embedding_cue():
         # an explicit crop size (or a local embedder folder) means MobileNetV2 at that size, not the blend
         resized = build({"vap_embed_size": 64}).matcher.embedder
         assert type(resized) is MobileNetEmbedder and resized.input_size == 64
+        # naming the MobileNetV2 cue keeps an explicit local embedder folder (DINOv2/CLIP) as that cue
+        from sim_benchmarks.suites.vap_policies import VAPOptions
+
+        for extra in ({}, {"vap_matcher_embedder": "mobilenet_v2"}):
+            assert VAPOptions.from_options({"vap_embedder": "/models/dino", **extra}).embedder() == "/models/dino"
+        assert VAPOptions.from_options({"vap_matcher_embedder": "mobilenet_v2"}).embedder() is None
         assert isinstance(trained.matcher.embedder, InstanceEmbedder) and not trained.matcher.embedder.blend
         assert trained.detector.scorer.embedder is trained.matcher.embedder  # one network pass shared
         crops = np.full((2, OBJECT_CROP, OBJECT_CROP, 3), 124, np.uint8)
