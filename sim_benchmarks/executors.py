@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from envs.errors import choice_error
 from sim_benchmarks.jobs import EpisodeJob
+from sim_benchmarks.thread_pools import limit_threads
 
 EXECUTORS = ("serial", "process", "ray")
 
@@ -22,18 +23,6 @@ class Executor(Protocol):
     """Runs jobs, yielding one record per finished episode (in completion order)."""
 
     def map(self, jobs: Iterable[EpisodeJob]) -> Iterator[dict[str, Any]]: ...
-
-
-def limit_threads() -> None:
-    """One BLAS/torch thread per worker: parallelism comes from the executor (oversubscription is 100x slower)."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
 
 
 class EpisodeWorker:

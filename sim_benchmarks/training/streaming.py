@@ -24,6 +24,7 @@ from agents.streaming import LEARNERS
 from agents.streaming.loop import StreamingLoop
 from envs.arcade import make_arcade_env, split_name
 from envs.errors import ConfigError, choice_error
+from sim_benchmarks.thread_pools import limit_threads, thread_pools
 from sim_benchmarks.train_log import TrainLog
 
 RUN_OPTIONS = {"checkpoint_every": 50_000}
@@ -92,7 +93,7 @@ def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str) -
 def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bool = False,
           options: Mapping[str, Any] | None = None, on_progress: Callable[[int], None] | None = None) -> dict:
     """Train ``agent`` on arcade env ``env`` for ``steps`` env steps; the TrainerSpec entry point."""
-    torch.set_num_threads(1)  # batch-1 updates: more threads only add contention
+    limit_threads(1)  # batch-1 updates: more threads (torch or numpy's BLAS) only add contention
     torch.use_deterministic_algorithms(True)
     options = dict(options or {})
     if agent not in LEARNERS:
@@ -157,7 +158,7 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
         "episodes": len(records),
         "return_last100": float(np.mean(last)) if last else None,
         "steps_per_second": (loop.counters.step - start_step) / wall if wall > 0 else None,
-        "wall_s": wall, "resumed_from_step": int(start_step),
+        "wall_s": wall, "resumed_from_step": int(start_step), "thread_pools": thread_pools(),
         "config": {**dataclasses.asdict(config), "env_options": env_opts, "checkpoint_every": every},
     })
     log.close()

@@ -55,6 +55,7 @@ class StepClock:
         self.warmup, self.steps, self.calls = warmup, steps, 0
         self.t0: float | None = None
         self.t1: float | None = None
+        self.cpu0 = self.cpu1 = 0.0  # process CPU time (all threads) at the window's edges
         self.on_start = None  # called once when the timed window opens (e.g. to read the JIT cache size)
 
     def tick(self) -> None:
@@ -62,14 +63,19 @@ class StepClock:
         if self.calls == self.warmup + 1:
             if self.on_start is not None:
                 self.on_start()
-            self.t0 = time.perf_counter()
+            self.t0, self.cpu0 = time.perf_counter(), time.process_time()
         elif self.calls == self.warmup + self.steps + 1:
-            self.t1 = time.perf_counter()
+            self.t1, self.cpu1 = time.perf_counter(), time.process_time()
 
     def rate(self) -> float:
         if self.t0 is None or self.t1 is None:
             raise RuntimeError(f"the reference made {self.calls} step calls, fewer than {self.warmup + self.steps + 1}")
         return self.steps / (self.t1 - self.t0)
+
+    def cpu_per_wall(self) -> float:
+        """Cores the process kept busy in the timed window (CPU seconds of all its threads per wall second)."""
+        self.rate()
+        return (self.cpu1 - self.cpu0) / (self.t1 - self.t0)
 
 
 def _load(path: Path, name: str) -> types.ModuleType:
@@ -196,7 +202,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:  # the scripts write their logs and pickles into the cwd
         os.chdir(scratch)
         extra = run(path, args.env, clock, args.seed)
-    print(MARK + json.dumps({"script": args.script, "steps_per_second": clock.rate(), "steps": args.steps,
+    print(MARK + json.dumps({"script": args.script, "steps_per_second": clock.rate(),
+                             "cpu_per_wall": clock.cpu_per_wall(), "steps": args.steps,
                              "warmup": args.warmup, **extra}), flush=True)
     return 0
 

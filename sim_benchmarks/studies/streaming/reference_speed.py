@@ -37,12 +37,15 @@ from typing import Any
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
 from sim_benchmarks.studies.aux.results import mean_ci
+from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
 from sim_benchmarks.train_log import write_json_atomic
 
 RUNNER = Path(__file__).with_name("_reference_runner.py")
 SECTION = "## Side by side with the reference implementations"
+# Read by each reference process at start-up. XLA has no flag for its inter-op pool, so JAX may still keep a
+# little more than one core busy: every run records its CPU time per wall second, and ``--pin-core`` pins all.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
-              "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+              "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
 # checkout flag → (repository, scripts the study runs from it)
 CHECKOUTS = {
     "streaming_drl": ("mohmdelsayed/streaming-drl", ("stream_q_minatar.py", "stream_q_atari.py")),
@@ -131,13 +134,16 @@ def interpreter_versions(python: Path, packages: tuple[str, ...]) -> dict[str, s
     return json.loads(res.stdout)
 
 
-def run_reference(entry: Entry, python: Path, checkout: Path, steps: int, warmup: int, seed: int) -> dict[str, Any]:
-    """One timed run of a reference script in its own interpreter; raises with its stderr tail on failure."""
+def run_reference(entry: Entry, python: Path, checkout: Path, steps: int, warmup: int, seed: int,
+                  core: int | None = None) -> dict[str, Any]:
+    """One timed run of a reference script in its own interpreter (pinned to ``core`` if given); raises with its
+    stderr tail on failure."""
     cmd = [str(python), str(RUNNER), "--script", entry.script, "--checkout", str(checkout),
            "--env", ENV[entry.suite][1], "--warmup", str(warmup), "--steps", str(steps), "--seed", str(seed)]
     env = {**os.environ, **ONE_THREAD, "WANDB_MODE": "disabled", "WANDB_SILENT": "true"}
     env.pop("PYTHONPATH", None)  # the reference sees its own environment, not Embodia's
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=pin)
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("REFERENCE_SPEED ")]
     if res.returncode != 0 or not lines:
         raise RuntimeError(f"{entry.key} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
@@ -154,7 +160,8 @@ def run_embodia(entry: Entry, steps: int, warmup: int) -> dict[str, Any]:
 
     row = measure(entry.agent, ENV[entry.suite][0], steps, warmup, 1, entry.backend, dict(entry.options),
                   ENV_OPTIONS[entry.suite])
-    return {"steps_per_second": row["steps_per_second"], "steps": steps, "warmup": warmup}
+    return {"steps_per_second": row["steps_per_second"], "cpu_per_wall": row["cpu_per_wall"], "steps": steps,
+            "warmup": warmup}
 
 
 PHASES = ("env", "preprocessing", "forward", "backward", "traces + ObGD", "SPR heads", "other")
@@ -286,14 +293,25 @@ def render_section(result: dict[str, Any]) -> str:
            f"{args['minatar_warmup']:,} warm-up steps and {args['atari_steps']:,} Atari Breakout steps after "
            f"{args['atari_warmup']:,}. A step is act + env step (with the implementation's own preprocessing) "
            "+ update.", "", "```bash", result["command"], "```", "",
-           "| implementation | suite | trained parameters | median steps/s | range over rounds | per round |",
-           "| --- | --- | ---: | ---: | --- | --- |"]
+           "| implementation | suite | trained parameters | median steps/s | range over rounds | per round | "
+           "cores busy |",
+           "| --- | --- | ---: | ---: | --- | --- | ---: |"]
+    busy = result.get("cpu_per_wall", {})
     for e in ENTRIES:
         if e.key in s["entries"]:
             r = s["entries"][e.key]
             n = parameter_count(result, e.key)
+            cores = f"{busy[e.key]:.2f}" if e.key in busy else "–"
             out.append(f"| {e.label} | {ENV[e.suite][0]} | {f'{n:,}' if n else '–'} | {_fmt(r['median'])} | "
-                       f"{_fmt(r['min'])}–{_fmt(r['max'])} | {' / '.join(_fmt(x) for x in r['rounds'])} |")
+                       f"{_fmt(r['min'])}–{_fmt(r['max'])} | {' / '.join(_fmt(x) for x in r['rounds'])} | "
+                       f"{cores} |")
+    pools = result.get("embodia_thread_pools")
+    if pools:
+        out += ["", "\"Cores busy\" is the process's CPU seconds (all threads) per wall second inside the timed "
+                "window (median over rounds). Thread pools in Embodia's process, read after its runs: " + ", ".join(
+                    f"{p['api']} ({p['library']}) {p['threads']}" for p in pools) +
+                (f"; every process pinned to core {result['pinned_core']}." if result.get("pinned_core") is not None
+                 else ".")]
     out += ["", "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
             "| --- | ---: | --- | --- | --- |"]
     for r in s["ratios"]:
@@ -363,6 +381,7 @@ def command_line(args: Any) -> str:
              f"--suites {args.suites}", f"--minatar-steps {args.minatar_steps}",
              f"--minatar-warmup {args.minatar_warmup}", f"--atari-steps {args.atari_steps}",
              f"--atari-warmup {args.atari_warmup}", f"--rounds {args.rounds}", f"--seed {args.seed}",
+             *([f"--pin-core {args.pin_core}"] if getattr(args, "pin_core", None) is not None else []),
              f"--out {args.out}"]
     return " \\\n    ".join(parts)
 
@@ -396,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--atari-warmup", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pin-core", type=int, default=None,
+                   help="pin every process (references and Embodia) to this CPU core (like taskset -c N)")
     p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
                    help="skip the instrumented per-phase block of each Embodia agent after the rounds")
     p.add_argument("--out", type=Path, default=Path("runs/reference_speed"))
@@ -412,12 +433,15 @@ def main(argv: list[str] | None = None) -> int:
     page = Path(args.page) if args.page else None
     if page is not None and not page.is_file():
         raise ConfigError(f"--page {page}: no such file")
+    if args.pin_core is not None and args.pin_core not in os.sched_getaffinity(0):
+        raise choice_error("--pin-core", args.pin_core, sorted(os.sched_getaffinity(0)))
     pythons = {"streaming_drl": args.torch_python, "stream_rep_rl": args.jax_python}
 
+    # numpy is already imported here: the environment alone would not cap its BLAS pool (threadpoolctl does)
     os.environ.update(ONE_THREAD)
-    import torch
-
-    torch.set_num_threads(1)
+    limit_threads(1)
+    if args.pin_core is not None:
+        os.sched_setaffinity(0, {args.pin_core})
     entries = [e for e in ENTRIES if e.suite in suites]
     steps = {"minatar": (args.minatar_steps, args.minatar_warmup), "atari": (args.atari_steps, args.atari_warmup)}
     rates: dict[str, list[float]] = {e.key: [] for e in entries}
@@ -427,12 +451,13 @@ def main(argv: list[str] | None = None) -> int:
         order = entries[r % len(entries):] + entries[:r % len(entries)]
         for e in order:
             n, w = steps[e.suite]
-            row = (run_reference(e, pythons[e.checkout], checkouts[e.checkout], n, w, args.seed) if e.script
-                   else run_embodia(e, n, w))
+            row = (run_reference(e, pythons[e.checkout], checkouts[e.checkout], n, w, args.seed, args.pin_core)
+                   if e.script else run_embodia(e, n, w))
             rates[e.key].append(row["steps_per_second"])
             extras[e.key].append(row)
             print(f"round {r + 1}  {e.key:24s} {row['steps_per_second']:8.1f} steps/s", flush=True)
     summary = summarize(rates)
+    pools = check_thread_pools(1)  # Embodia's process, after its numba kernels ran: fail rather than publish
     phases = {}
     if args.breakdown:
         for e in entries:
@@ -445,7 +470,10 @@ def main(argv: list[str] | None = None) -> int:
         "command": command_line(args),
         "finished_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()} Linux, {os.cpu_count()} cores", "cpus": os.cpu_count(),
-        "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+        "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "embodia_thread_pools": pools,
+        "pinned_core": args.pin_core,
+        "cpu_per_wall": {k: statistics.median(r["cpu_per_wall"] for r in rows) for k, rows in extras.items()
+                         if rows and all("cpu_per_wall" in r for r in rows)},
         "entries": [asdict(e) for e in entries], "runs": extras, "summary": summary, "breakdown_ms_per_step": phases,
         "references": {k: {"repo": CHECKOUTS[k][0], "commit": git_commit(checkouts[k]),
                            "versions": interpreter_versions(pythons[k], (

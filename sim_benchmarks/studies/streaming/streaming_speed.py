@@ -26,6 +26,7 @@ import torch
 
 from envs.arcade import make_arcade_env, split_name
 from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
 from sim_benchmarks.train_log import write_json_atomic
 
 
@@ -99,20 +100,22 @@ def measure(agent: str, env_name: str, steps: int, warmup: int, repeats: int, ba
     learner = _make(agent, env_name, env, backend, options)
     obs, _ = env.reset(seed=0)
 
-    def block(n: int) -> float:
+    def block(n: int) -> tuple[float, float]:
         nonlocal obs
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             a = learner.act(obs)
             nxt, r, term, trunc, _ = env.step(a)
             learner.observe(obs, a, float(r), nxt, term, trunc)
             obs = env.reset()[0] if term or trunc else nxt
-        return n / (time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        return n / wall, (time.process_time() - cpu0) / wall
 
     block(warmup)
-    rates = [block(steps) for _ in range(repeats)]
+    timed = [block(steps) for _ in range(repeats)]
+    rates = [r for r, _ in timed]
     row = {"agent": agent, "backend": backend, "env": env_name, "steps_per_second": statistics.median(rates),
-           "repeats": rates, "steps": steps}
+           "repeats": rates, "steps": steps, "cpu_per_wall": statistics.median(c for _, c in timed)}
     if hasattr(learner, "spr_updates"):
         row["spr_updates"] = learner.spr_updates
     env.close()
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also time agents with the compiled-network backend (backend=numba)")
     p.add_argument("--out", type=Path, default=Path("runs/streaming_speed"))
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    limit_threads(1)
     agents = [a for a in args.agents.split(",") if a] + (["autograd_stream_q"] if args.baseline else [])
     rows = []
     for env_name in [e for e in args.envs.split(",") if e]:
@@ -146,9 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             label = agent if backend == "torch" else f"{agent} ({backend})"
             print(f"{env_name:22s} {label:20s} {row['steps_per_second']:8.0f} steps/s  "
                   f"(repeats: {', '.join(f'{r:.0f}' for r in row['repeats'])})", flush=True)
+    pools = check_thread_pools(1)  # read after the runs: numba's pool exists only once a kernel ran
     args.out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out / "speed.json", {
-        "rows": rows, "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "rows": rows, "torch": torch.__version__, "threads": torch.get_num_threads(), "thread_pools": pools,
         "loadavg_at_end": os.getloadavg(), "cpus": os.cpu_count()})
     print("\n| env | agent | backend | steps/s (median) |\n|---|---|---|---|")
     for r in rows:
