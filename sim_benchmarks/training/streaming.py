@@ -24,11 +24,13 @@ from agents.streaming import LEARNERS
 from agents.streaming.loop import StreamingLoop
 from envs.arcade import make_arcade_env, split_name
 from envs.errors import ConfigError, choice_error
+from policies.streaming.representation import representation_stats
 from sim_benchmarks.thread_pools import limit_threads, thread_pools
 from sim_benchmarks.train_log import TrainLog
 
 RUN_OPTIONS = {"checkpoint_every": 50_000}
 CHECKPOINT = "checkpoint.pt"
+PROBE_STATES = 1000  # states of uniform random play on which the final encoder's rank is measured
 
 
 def env_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,6 +66,22 @@ def make_learner(env_name: str, agent: str, env: Any, config: Any, seed: int) ->
     suite, _ = split_name(env_name)
     cls, _ = LEARNERS[agent]
     return cls(suite, env.observation_space.shape, int(env.action_space.n), config, seed=seed)
+
+
+def probe_observations(env_name: str, env_opts: Mapping[str, Any], n: int, seed: int) -> np.ndarray:
+    """``n`` observations of uniform random play on a fresh env (seeded by ``seed`` only, so every agent's encoder
+    is measured on the same states)."""
+    env = make_arcade_env(env_name, dict(env_opts))
+    rng = np.random.default_rng([int(seed), 0x9B0BE])
+    obs, _ = env.reset(seed=int(rng.integers(2**31)))
+    out = []
+    for _ in range(n):
+        out.append(np.asarray(obs, np.float32))
+        obs, _, term, trunc, _ = env.step(int(rng.integers(env.action_space.n)))
+        if term or trunc:
+            obs, _ = env.reset(seed=int(rng.integers(2**31)))
+    env.close()
+    return np.stack(out)
 
 
 def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -153,12 +171,14 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
     wall = time.perf_counter() - t0
     plot_learning_curve(records, out_dir / "learning_curve.png", title)
     last = [r["return"] for r in records[-100:]]
+    representation = representation_stats(learner, probe_observations(env, env_opts, PROBE_STATES, seed))
     summary = log.write_summary({
         "env": env, "agent": agent, "steps": int(loop.counters.step), "seed": int(seed),
         "episodes": len(records),
         "return_last100": float(np.mean(last)) if last else None,
         "steps_per_second": (loop.counters.step - start_step) / wall if wall > 0 else None,
         "wall_s": wall, "resumed_from_step": int(start_step), "thread_pools": thread_pools(),
+        "representation": representation,
         "config": {**dataclasses.asdict(config), "env_options": env_opts, "checkpoint_every": every},
     })
     log.close()

@@ -243,6 +243,7 @@ def test_launch_train_cli_writes_the_contract(tmp_path, capsys):
     keys = ("env", "agent", "steps", "return_last100", "steps_per_second", "wall_s", "seed", "config")
     assert all(key in summary for key in keys)
     assert summary["config"]["k"] == 2 and summary["steps"] == 300
+    assert summary["representation"]["states"] == 1000 and summary["representation"]["effective_rank"] > 1
     bad = ["--env", "minatar:breakout", "--agent", "stream_x", "--steps", "10", "--out", str(tmp_path / "x")]
     assert main(bad) == 2
     assert "valid: stream_q, stream_ac, stream_spr" in capsys.readouterr().err

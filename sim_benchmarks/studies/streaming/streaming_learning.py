@@ -104,6 +104,23 @@ def render_markdown(table: dict[str, Any], randoms: dict[str, float], header: st
     return "\n".join(lines) + "\n"
 
 
+def _mean_ci(values: list[float], reps: int = 2000, seed: int = 0) -> dict[str, Any]:
+    est, lo, hi = stratified_bootstrap_ci({"runs": np.asarray(values)}, np.mean, reps, seed=seed)
+    return {"mean": est, "ci95": [lo, hi], "runs": len(values)}
+
+
+def render_ranks(rank_table: dict[str, dict[str, dict[str, Any]]], envs: list[str]) -> str:
+    """Markdown: each agent's encoder effective rank per game (mean over seeds [95 % bootstrap CI])."""
+    lines = ["", "Effective rank of the final encoder's features on 1,000 states of uniform random play (the same "
+             "states for every agent of a seed; mean over seeds [95 % bootstrap CI]):", "",
+             "| agent | " + " | ".join(envs) + " |", "|---" * (len(envs) + 1) + "|"]
+    for agent, per in rank_table.items():
+        cells = [f"{per[e]['mean']:.1f} [{per[e]['ci95'][0]:.1f}, {per[e]['ci95'][1]:.1f}]" if e in per else "–"
+                 for e in envs]
+        lines.append(f"| {agent} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def plot_curves(out: Path, envs: list[str], agents: list[str], seeds: list[int], steps: int) -> None:
     """Mean over seeds of the 100-episode moving return against env steps, one panel per game."""
     import matplotlib
@@ -182,18 +199,25 @@ def main(argv: list[str] | None = None) -> int:
     else:
         summaries = [_one_run(j) for j in jobs]
     scores: dict[str, dict[str, list[float]]] = {}
+    ranks: dict[str, dict[str, list[float]]] = {}
     for (e, a, _, _, _, _), s in zip(jobs, summaries, strict=True):
         scores.setdefault(a, {}).setdefault(e, []).append(float(s["return_last100"] or 0.0))
+        if "representation" in s:  # runs finished before the probe existed have none
+            ranks.setdefault(a, {}).setdefault(e, []).append(float(s["representation"]["effective_rank"]))
     randoms = {e: random_return(e, args.random_episodes, seed=0, env_options=env_options(options)) for e in envs}
     table = aggregate(scores, randoms)
     header = (f"Streaming RL on {args.suite}: {len(seeds)} seeds ({', '.join(map(str, seeds))}) × {args.steps:,} "
               f"env steps per run; score = mean return of the last 100 episodes; IQM [95 % CI]; normalised score = "
               f"(score − random) / (best run − random) per game, so 0 is random play and 1 the best run.")
     md = render_markdown(table, randoms, header)
+    rank_table = {a: {e: _mean_ci(v) for e, v in per.items()} for a, per in ranks.items()}
+    if rank_table:
+        md += render_ranks(rank_table, envs)
     (args.out / "leaderboard.md").write_text(md)
     write_json_atomic(args.out / "results.json", {
         "suite": args.suite, "envs": envs, "agents": agents, "seeds": seeds, "steps": args.steps,
         "options": options, "random_return": randoms, "scores": scores, "table": table,
+        "effective_rank": rank_table,
         "wall_s": time.perf_counter() - t0})
     plot_curves(args.out, envs, agents, seeds, args.steps)
     print(md)
