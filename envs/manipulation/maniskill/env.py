@@ -12,6 +12,7 @@ SIMPLER Bridge ports and scene datasets need downloads that are not possible off
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -86,6 +87,8 @@ class ManiSkillEnv(gym.Env):
         except ImportError as exc:
             raise ConfigError(f"the maniskill suite needs the mani-skill package ({exc.name} is missing): "
                               "run `make setup`") from exc
+        # ManiSkill warns on every scene rebuild (missing initial poses, no CUDA render device): not actionable here
+        logging.getLogger("mani_skill").setLevel(logging.ERROR)
         self.task, self.render_mode = task, render_mode
         n = self.config.image_size
         self._env = gym.make(task, obs_mode="rgb", control_mode="pd_ee_delta_pose", num_envs=1,
