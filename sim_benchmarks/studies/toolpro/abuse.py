@@ -97,7 +97,7 @@ def _packed_deep(depth: int) -> str:
 @main_guard
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="sim_benchmarks.studies.toolpro.abuse", description=__doc__)
-    p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("docs/results/toolpro"))
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="toolpro-abuse-") as tmp:
