@@ -103,9 +103,9 @@ def check_range(name: str, value: Any, limits: tuple[float | None, float | None]
         return value
     if isinstance(value, float) and not math.isfinite(value):
         valid = "a finite number" + ("" if lo is None and hi is None else f" {_span(lo, hi)}")
-        raise ConfigError(f"{what} {name} must be {valid}, got {value!r}")
+        raise ConfigError(f"{what} {name} must be {valid}, got {value!r}".lstrip())
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ConfigError(f"{what} {name} must be {_span(lo, hi)}, got {value!r}")
+        raise ConfigError(f"{what} {name} must be {_span(lo, hi)}, got {value!r}".lstrip())
     return value
 
 

@@ -52,10 +52,7 @@ class ArgumentParser(argparse.ArgumentParser):
                 lo = 0
             flag = long_flag(action)
             for item in value if isinstance(value, list) else [value]:
-                try:
-                    check_range(flag, item, (lo, hi), what="")
-                except ConfigError as exc:
-                    self.error(str(exc).strip())
+                check_range(flag, item, (lo, hi), what="")  # a ConfigError: one line and exit 2 via main_guard
         for action in self._actions:  # output paths last: every other flag is valid when the disk is looked at
             value = getattr(parsed, action.dest, None) if action.dest != argparse.SUPPRESS else None
             writes = getattr(action, "writes", None)
