@@ -70,7 +70,7 @@ def test_the_shipped_checkpoint_verifies_and_records_how_it_was_made():
     assert not any(p.requires_grad for p in model.parameters())
 
 
-@pytest.mark.parametrize("argv,needle", [(["--steps", "0"], "--steps must be >= 1"),
+@pytest.mark.parametrize("argv,needle", [(["--steps", "0"], "--steps must be in 1..10000000, got 0"),
                                          (["--d-model", "30"], "--d-model must be a multiple of 4"),
                                          (["--lr", "0"], "--lr must be in 1e-12..10, got 0.0"),
                                          (["--lr", "inf"], "--lr must be a finite number"),
