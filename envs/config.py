@@ -3,13 +3,16 @@
 Every env, policy and agent that takes options declares them as a subclass of :class:`Options`. The fields are the
 valid keys; their annotations are the types (``int``, ``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]``
 and ``tuple[str, ...]`` from a comma-separated string); ``field(metadata={"help": ...})`` documents them for
-``--list``; :meth:`Options.check` adds range checks. A wrong key or value raises :class:`ConfigError` naming the
-bad value and the valid ones, the same way everywhere.
+``--list``; ``metadata={"min": lo, "max": hi}`` (or ``option(default, doc, min=lo, max=hi)``) declares an
+inclusive range; :meth:`Options.check` adds cross-field checks. Two ranges hold without a declaration: a float is
+finite (no ``inf`` or ``nan``), and a seed (a field named ``seed`` or ``*_seed``) is a non-negative integer. A wrong
+key or value raises :class:`ConfigError` naming the bad value and the valid ones, the same way everywhere.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -40,7 +43,9 @@ class Options:
                 if key not in names:
                     raise choice_error(f"option for {cls.title or cls.__name__}", key, names)
         hints = typing.get_type_hints(cls)
-        values = {name: coerce(name, options[name], hints[name]) for name in names if name in options}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {name: check_range(name, coerce(name, options[name], hints[name]), bounds(fields[name]))
+                  for name in names if name in options}
         out = cls(**values)
         out.check()
         return out
@@ -60,8 +65,48 @@ class Options:
         for f in dataclasses.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             doc = f.metadata.get("help", "")
-            lines.append(f"{f.name}: {type_name(hints[f.name])} = {default!r}" + (f"  {doc}" if doc else ""))
+            lo, hi = bounds(f)
+            shown = "" if lo is None and hi is None else f" {_span(lo, hi)}"
+            lines.append(f"{f.name}: {type_name(hints[f.name])}{shown} = {default!r}" + (f"  {doc}" if doc else ""))
         return lines
+
+
+def is_seed(name: str) -> bool:
+    """Whether an option or flag named ``name`` is a seed (``seed``, ``corpus_seed``, ``fault-seed``, ...)."""
+    name = name.replace("-", "_").lstrip("_")
+    return name == "seed" or name.endswith("_seed")
+
+
+def bounds(f: dataclasses.Field) -> tuple[float | None, float | None]:
+    """The inclusive range an option field declares (``metadata`` min/max); seeds are at least 0 by default."""
+    lo, hi = f.metadata.get("min"), f.metadata.get("max")
+    if lo is None and is_seed(f.name):
+        lo = 0
+    return lo, hi
+
+
+def _span(lo: float | None, hi: float | None) -> str:
+    """``in 0..1``, ``>= 0`` or ``<= 10``."""
+    if lo is not None and hi is not None:
+        return f"in {lo}..{hi}"
+    return f">= {lo}" if lo is not None else f"<= {hi}"
+
+
+def check_range(name: str, value: Any, limits: tuple[float | None, float | None], what: str = "option") -> Any:
+    """``value`` unless it is a number outside ``limits`` (inclusive) or a non-finite float; ConfigError names both.
+
+    Non-numbers (strings, None, tuples) pass: their types are checked by :func:`coerce`."""
+    lo, hi = limits
+    if isinstance(value, tuple):
+        return tuple(check_range(name, v, limits, what) for v in value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        valid = "a finite number" + ("" if lo is None and hi is None else f" {_span(lo, hi)}")
+        raise ConfigError(f"{what} {name} must be {valid}, got {value!r}".lstrip())
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ConfigError(f"{what} {name} must be {_span(lo, hi)}, got {value!r}".lstrip())
+    return value
 
 
 def type_name(tp: Any) -> str:
@@ -137,9 +182,14 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
     return value
 
 
-def option(default: Any, doc: str) -> Any:
-    """A dataclass field with a default and its ``--list`` help text."""
-    return dataclasses.field(default=default, metadata={"help": doc})
+def option(default: Any, doc: str, *, min: float | None = None, max: float | None = None) -> Any:  # noqa: A002
+    """A dataclass field with a default, its ``--list`` help text and an optional inclusive range."""
+    metadata: dict[str, Any] = {"help": doc}
+    if min is not None:
+        metadata["min"] = min
+    if max is not None:
+        metadata["max"] = max
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def require(condition: bool, message: str) -> None:

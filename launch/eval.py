@@ -27,7 +27,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: the suite's)")
     p.add_argument("--executor", default=None, help=f"one of {', '.join(EXECUTORS)} (default: process when "
                    "workers > 1, else serial)")
-    p.add_argument("--out", type=Path, default=None, help="results folder (default runs/<timestamp>-<suite>)")
+    p.add_argument("--out", writes="folder", type=Path, default=None,
+                   help="results folder (default runs/<timestamp>-<suite>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out, running only what is missing")
     p.add_argument("--video", type=int, default=0, metavar="N", help="record the first N episodes per cell as mp4")
     p.add_argument("--env-option", action="append", metavar="KEY=VALUE", help="suite option (repeatable)")

@@ -66,7 +66,7 @@ def load_summary(folder: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="launch.leaderboard", description="Merge results folders into one leaderboard.")
     p.add_argument("dirs", nargs="+", type=Path, help="results folders (each with summary.json)")
-    p.add_argument("--out", type=Path, default=None, help="where to write (default: the first folder)")
+    p.add_argument("--out", writes="folder", type=Path, default=None, help="where to write (default: the first folder)")
     args = p.parse_args(argv)
     summaries = [load_summary(d) for d in args.dirs]
     out = check_out_dir(args.out or args.dirs[0])  # every input and the output checked before the first byte

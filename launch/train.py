@@ -23,7 +23,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--agent", default=None, help="agent name within the env's training family")
     p.add_argument("--steps", type=int, default=100_000, help="environment steps")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/<timestamp>-train-<env>)")
+    p.add_argument("--out", writes="folder", type=Path, default=None,
+                   help="run folder (default runs/<timestamp>-train-<env>)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="agent/env option (repeatable)")
     p.add_argument("--list", action="store_true", help="list training families, envs and agents")

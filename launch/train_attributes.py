@@ -84,7 +84,7 @@ def scenes(split: str, per_task: int, seed: int, size: int, workers: int, folder
 def add_scene_arguments(p: ArgumentParser, epochs: int, batch_size: int, width: int) -> None:
     """The options every first-frame trainer shares (this one and ``launch.train_localiser``): output, seed, scene
     counts and split, epochs, batch size, network width, workers and threads."""
-    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--out", writes="folder", required=True, type=Path, help="output folder")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scenes", type=int, default=1000, help="training scenes per generic task")
     p.add_argument("--eval-scenes", type=int, default=100, help="held-out test-split scenes per task (0 = none)")

@@ -63,10 +63,11 @@ def collect_samples(episodes: int, seed: int, tasks: tuple[str, ...] = TASKS) ->
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="launch.train_embedder", description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("checkpoints/instance_embedder"))
-    parser.add_argument("--episodes", type=int, default=240, help="generic_simpler episodes per task")
-    parser.add_argument("--augmentations", type=int, default=3, help="random views per crop")
-    parser.add_argument("--steps", type=int, default=TrainConfig.steps)
+    parser.add_argument("--out", writes="folder", type=Path, default=Path("checkpoints/instance_embedder"))
+    parser.add_argument("--episodes", type=int, default=240, min=1, max=100_000,
+                        help="generic_simpler episodes per task")
+    parser.add_argument("--augmentations", type=int, default=3, min=0, max=1000, help="random views per crop")
+    parser.add_argument("--steps", type=int, default=TrainConfig.steps, min=1, max=10_000_000)
     args = parser.parse_args(argv)
     require_positive(args, ("episodes", "steps"))
     if args.augmentations < 0:

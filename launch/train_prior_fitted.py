@@ -24,7 +24,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 
 from envs.errors import ConfigError
-from launch.cli import ArgumentParser, main_guard, require_positive
+from launch.cli import ArgumentParser, main_guard
 from policies.aux.structured.prior_fitted import (
     ModelConfig,
     PriorConfig,
@@ -72,24 +72,25 @@ def evaluate_on_prior(model: PriorFittedTransformer, n_tasks: int, seed: int,
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog="launch.train_prior_fitted",
                        description="Train the prior-fitted tabular transformer on synthetic SCM tasks.")
-    p.add_argument("--out", required=True, help="checkpoint folder to write (e.g. checkpoints/prior_fitted_tab)")
-    p.add_argument("--steps", type=int, default=2500, help="optimiser steps (default 2500)")
-    p.add_argument("--batch", type=int, default=16, help="prior tasks per step (default 16)")
+    p.add_argument("--out", writes="folder", required=True,
+                   help="checkpoint folder to write (e.g. checkpoints/prior_fitted_tab)")
+    p.add_argument("--steps", type=int, default=2500, min=1, max=10_000_000, help="optimiser steps (default 2500)")
+    p.add_argument("--batch", type=int, default=16, min=1, max=4096, help="prior tasks per step (default 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the task stream and the initial weights")
-    p.add_argument("--d-model", type=int, default=64, help="token width (default 64)")
-    p.add_argument("--layers", type=int, default=4, help="transformer blocks (default 4)")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate (default 1e-3)")
-    p.add_argument("--eval-tasks", type=int, default=300, help="fresh prior tasks for the sanity figure")
+    # Sizes are capped where the model still fits a workstation's memory (4096 wide: ~1 GB for 4 layers).
+    p.add_argument("--d-model", type=int, default=64, min=4, max=4096, help="token width (default 64)")
+    p.add_argument("--layers", type=int, default=4, min=1, max=64, help="transformer blocks (default 4)")
+    p.add_argument("--lr", type=float, default=1e-3, min=1e-12, max=10,
+                   help="peak AdamW learning rate (default 1e-3)")
+    p.add_argument("--eval-tasks", type=int, default=300, min=1, max=1_000_000,
+                   help="fresh prior tasks for the sanity figure")
     return p
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     """Train, evaluate and save; returns the manifest."""
     args = build_parser().parse_args(argv)
-    require_positive(args, ("steps", "batch", "d_model", "layers", "eval_tasks"))
     out = check_out_dir(args.out)
-    if not args.lr > 0:
-        raise ConfigError(f"--lr must be > 0, got {args.lr}")
     if args.d_model % 4:
         raise ConfigError(f"--d-model must be a multiple of 4 (the head count), got {args.d_model}")
     model_cfg = ModelConfig(d_model=args.d_model, n_layers=args.layers, d_ff=2 * args.d_model)

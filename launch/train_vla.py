@@ -245,24 +245,26 @@ def evaluate(policy: GenericVLA, tasks: list[str], episodes: int, seed: int, spl
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog="python -m launch.train_vla", description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--out", writes="folder", required=True, type=Path, help="output folder")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--demos", type=int, default=600, help="expert episodes to attempt (failures are dropped)")
-    p.add_argument("--minutes", type=float, default=10.0, help="training time cap (a run it cuts is timing-dependent)")
-    p.add_argument("--epochs", type=int, default=30)
-    p.add_argument("--patience", type=int, default=6)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--demos", type=int, default=600, min=1, max=1_000_000,
+                   help="expert episodes to attempt (failures are dropped)")
+    p.add_argument("--minutes", type=float, default=10.0, min=0.001, max=10_080,
+                   help="training time cap (a run it cuts is timing-dependent)")
+    p.add_argument("--epochs", type=int, default=30, min=1, max=100_000)
+    p.add_argument("--patience", type=int, default=6, min=0, max=100_000)
+    p.add_argument("--batch-size", type=int, default=128, min=1, max=65_536)
+    p.add_argument("--lr", type=float, default=1e-3, min=0, max=10)
     p.add_argument("--suite", default="personalized_simpler",
                    help=f"whose generic tasks to learn: {' or '.join(SUITES)} (personalized_vlabench: the "
                         "in_distribution track's MuJoCo front view, expert targets relabelled as SIMPLER deltas)")
-    p.add_argument("--noise", type=float, default=None,
+    p.add_argument("--noise", type=float, default=None, min=0, max=1,
                    help="DART noise std on executed xyz deltas (metres; default 0.01, "
                         f"{VLABenchDemoConfig.noise_std} on personalized_vlabench)")
     p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated, funnel or coarse")
-    p.add_argument("--expert-regrasps", type=int, default=0,
+    p.add_argument("--expert-regrasps", type=int, default=0, min=0, max=100,
                    help="the demonstrator re-grasps an object it lost (slipped or dropped) up to this many times")
-    p.add_argument("--drop-fraction", type=float, default=0.0,
+    p.add_argument("--drop-fraction", type=float, default=0.0, min=0, max=1,
                    help="share of expert demos whose executed gripper is forced open once the object is lifted, "
                         "so the data shows the drop being noticed and the object re-grasped (needs "
                         "--expert-regrasps >= 1)")
@@ -276,36 +278,39 @@ def build_parser() -> ArgumentParser:
                    help=f"vision: {' or '.join(BACKBONES)} (cnn: a small CNN trained from scratch with the head)")
     p.add_argument("--input-size", type=int, default=None,
                    help=f"policy image size (square; default {VisionSpec.input_size}, {CNN_VISION.input_size} for cnn)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads for training (same count, same weights)")
-    p.add_argument("--width", type=int, default=HeadConfig.width)
-    p.add_argument("--chunk", type=int, default=HeadConfig.chunk)
-    p.add_argument("--dropout", type=float, default=HeadConfig.dropout, help="feature-map dropout in the head")
-    p.add_argument("--shift-cells", type=float, default=0.0,
+    p.add_argument("--threads", type=int, default=1, min=1, max=256,
+                   help="torch threads for training (same count, same weights)")
+    p.add_argument("--width", type=int, default=HeadConfig.width, min=8, max=4096)
+    p.add_argument("--chunk", type=int, default=HeadConfig.chunk, min=1, max=256)
+    p.add_argument("--dropout", type=float, default=HeadConfig.dropout, min=0, max=0.999,
+                   help="feature-map dropout in the head")
+    p.add_argument("--shift-cells", type=float, default=0.0, min=0, max=64,
                    help="random feature-map translation during training, in cells (0 = off)")
-    p.add_argument("--aux-weight", type=float, default=0.0,
+    p.add_argument("--aux-weight", type=float, default=0.0, min=0, max=1e6,
                    help="weight of the auxiliary target-offset loss (0 = no auxiliary output)")
-    p.add_argument("--xy-weight", type=float, default=1.0, help="loss weight of dx, dy (gripper is 2)")
+    p.add_argument("--xy-weight", type=float, default=1.0, min=0, max=1e6, help="loss weight of dx, dy (gripper is 2)")
     p.add_argument("--memory", type=int, default=0,
                    help="objects localised on the first frame and remembered: 0 (none), 1 (the described object) "
                         "or 2 (+ the goal); needs the cnn backbone")
     p.add_argument("--words", type=int, default=0,
                    help="memory heads: ground up to this many instruction words one by one (word-additive "
                         "heatmaps; 0 = the sentence vector conditions them)")
-    p.add_argument("--heatmap-weight", type=float, default=TrainConfig.heatmap_weight,
+    p.add_argument("--heatmap-weight", type=float, default=TrainConfig.heatmap_weight, min=0, max=1e6,
                    help="memory heads: weight of the object heatmap loss (--aux-weight weighs their xy loss)")
-    p.add_argument("--memory-noise", type=float, default=TrainConfig.memory_noise,
+    p.add_argument("--memory-noise", type=float, default=TrainConfig.memory_noise, min=0, max=1,
                    help="memory heads: noise (metres) on the remembered positions during training")
-    p.add_argument("--look-randomisation", type=float, default=0.0,
+    p.add_argument("--look-randomisation", type=float, default=0.0, min=0, max=1,
                    help="personalized_vlabench: share of demos with a randomised room look (plain/gradient "
                         "table and floor, random light; never the unseen_texture track's textures)")
-    p.add_argument("--workers", type=int, default=1, help="demo collection processes")
+    p.add_argument("--workers", type=int, default=1, min=1, max=64, help="demo collection processes")
     p.add_argument("--demo-cache", type=Path, default=None, help="reuse a demos.npz instead of collecting")
     p.add_argument("--demo-blocks", type=Path, default=None,
                    help="folder of resumable demo blocks (default OUT/demo_blocks); runs may share one")
     p.add_argument("--dagger", type=Path, default=None,
                    help="DAgger: a generic-VLA checkpoint folder that executes the approach + descent of extra "
                         "episodes while the expert labels them (added to the expert demos)")
-    p.add_argument("--dagger-demos", type=int, default=0, help="episodes driven by --dagger (0 = none)")
+    p.add_argument("--dagger-demos", type=int, default=0, min=0, max=1_000_000,
+                   help="episodes driven by --dagger (0 = none)")
     p.add_argument("--dagger-part", default="approach",
                    help="what --dagger executes: approach (+ descent, all tasks) or carry (+ lower and release, "
                         "place tasks only; the expert grasps and lifts); comma-separated parts share "
@@ -313,8 +318,10 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--init", type=Path, default=None,
                    help="fine-tune: start from this checkpoint's weights, head config and normalisation (the "
                         "head-shape options are taken from it); its attribute detectors are carried over")
-    p.add_argument("--eval-episodes", type=int, default=10, help="closed-loop episodes per task (0 = skip)")
-    p.add_argument("--checkpoint-out", type=Path, default=None, help="checkpoint folder (default OUT/checkpoint)")
+    p.add_argument("--eval-episodes", type=int, default=10, min=0, max=10_000,
+                   help="closed-loop episodes per task (0 = skip)")
+    p.add_argument("--checkpoint-out", writes="folder", type=Path, default=None,
+                   help="checkpoint folder (default OUT/checkpoint)")
     return p
 
 

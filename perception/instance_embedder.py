@@ -16,7 +16,6 @@ line) otherwise.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -29,7 +28,7 @@ import torch
 from torch import nn
 
 from envs.errors import ConfigError
-from envs.paths import sha256_file
+from envs.weights import read_weights, write_weights
 from perception.candidate import GREY
 
 FORMAT = "embodia.instance_embedder/1"
@@ -204,12 +203,8 @@ def train_head(feats: np.ndarray, origin: Sequence[int], samples: Sequence[Sampl
 def save_head(head: nn.Module, folder: str | Path, config: HeadConfig, training: dict[str, Any]) -> dict[str, Any]:
     """Write ``head.pt`` (+ ``head.pt.sha256``) and ``manifest.json`` into ``folder``; returns the manifest."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()  # a buffer: torch.save names its archive after the file, bytes must not depend on the name
-    torch.save({"state_dict": {k: v.detach().float().clone() for k, v in head.state_dict().items()}}, buf)
-    (folder / WEIGHTS_FILE).write_bytes(buf.getvalue())
-    digest = sha256_file(folder / WEIGHTS_FILE)
-    (folder / f"{WEIGHTS_FILE}.sha256").write_text(f"{digest}  {WEIGHTS_FILE}\n")
+    digest = write_weights({"state_dict": {k: v.detach().float().clone() for k, v in head.state_dict().items()}},
+                           folder / WEIGHTS_FILE, "instance embedder weights")
     manifest = {"format": FORMAT, "file": WEIGHTS_FILE, "sha256": digest, "config": asdict(config),
                 "features": "mobilenet_v2 pooled (frozen) at the crop's own size, "
                             "crops from perception.candidate.object_crop",
@@ -234,16 +229,11 @@ def load_head(folder: str | Path) -> tuple[HeadConfig, nn.Module]:
     if fmt != FORMAT:
         raise ConfigError(f"instance embedder {str(folder)!r} has format {fmt!r}; expected {FORMAT!r}")
     weights = folder / file
-    if not weights.is_file():
-        raise ConfigError(f"instance embedder weights {str(weights)!r} are missing")
-    digest = sha256_file(weights)
-    if digest != expected:
-        raise ConfigError(f"instance embedder weights {str(weights)!r} fail the sha256 check (file {digest[:12]}…, "
-                          f"manifest {expected[:12]}…): corrupt or replaced")
+    payload = read_weights(weights, expected, "instance embedder weights")  # manifest and .sha256 line both
     head = build_head(config)
     try:
-        head.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True)["state_dict"], strict=True)
-    except Exception as exc:  # unreadable, or weights of another architecture
+        head.load_state_dict(payload["state_dict"], strict=True)
+    except Exception as exc:  # weights of another architecture
         raise ConfigError(f"instance embedder weights {str(weights)!r} do not match their config "
                           f"({type(exc).__name__})") from exc
     head.eval()

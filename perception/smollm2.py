@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from envs.cache_files import corrupt_cache
 from envs.errors import ConfigError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -49,13 +50,16 @@ def load_smollm2() -> tuple[Any, Any]:
     cached = cache_folder()
     if not (cached / "weights.pt").is_file():
         _convert(cached)
-    config = AutoConfig.from_pretrained(cached)
-    config._attn_implementation = "eager"
-    # Built on CPU (not the meta device): the rotary inv_freq buffer is not in the state dict and must be computed.
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(torch.load(cached / "weights.pt", weights_only=True))
-    model.tie_weights()
-    tok = AutoTokenizer.from_pretrained(cached)
+    try:  # the converted cache is derived from the GGUF file: a truncated or edited one is named, not a traceback
+        config = AutoConfig.from_pretrained(cached)
+        config._attn_implementation = "eager"
+        # Built on CPU (not the meta device): the rotary inv_freq buffer is not in the state dict and must be computed.
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(torch.load(cached / "weights.pt", weights_only=True))
+        model.tie_weights()
+        tok = AutoTokenizer.from_pretrained(cached)
+    except Exception as exc:  # json, unpickling, shape and tokenizer errors all mean the cache is unusable
+        raise corrupt_cache(cached, exc, "SmolLM2 cache folder") from None
     model.eval()
     return model, tok
 

@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
+from envs.config import check_range, is_seed
 from envs.errors import ConfigError
 from sim_benchmarks.options import parse_options  # noqa: F401  (re-exported for the launch modules)
+from sim_benchmarks.results_folder import check_out_dir, check_out_file
 
 # OSErrors that describe the user's paths or machine (a missing, unwritable or wrong-kind file or folder, a full
 # disk), not a defect in Embodia; every other exception keeps its traceback.
@@ -22,11 +24,50 @@ USER_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOT
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose usage errors are a single stderr line and exit status 2."""
+    """argparse whose usage errors are a single stderr line and exit status 2, with ranges on numeric flags.
+
+    ``add_argument(..., min=lo, max=hi)`` declares an inclusive range. Without a declaration a float flag must still
+    be finite (``nan`` and ``inf`` are refused) and a seed flag (``--seed``, ``--*-seed``) non-negative, the same
+    rules :mod:`envs.config` applies to typed options. ``writes="folder"`` (or ``"file"``) marks an output path:
+    it must be usable (:func:`check_out_dir`) before the command does any work. Every check runs in
+    ``parse_args``, before a command writes.
+    """
+
+    def add_argument(self, *args, min: float | None = None, max: float | None = None,  # noqa: A002
+                     writes: str | None = None, **kwargs) -> argparse.Action:
+        assert writes in (None, "folder", "file"), writes
+        action = super().add_argument(*args, **kwargs)
+        action.bounds = (min, max)  # type: ignore[attr-defined]
+        action.writes = writes  # type: ignore[attr-defined]
+        return action
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, rest = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            value = getattr(parsed, action.dest, None) if action.dest != argparse.SUPPRESS else None
+            if value is None or value is action.default or getattr(action, "writes", None):
+                continue  # a default is valid by construction; output paths are checked below
+            lo, hi = getattr(action, "bounds", (None, None))
+            if lo is None and action.type is int and is_seed(action.dest):
+                lo = 0
+            flag = long_flag(action)
+            for item in value if isinstance(value, list) else [value]:
+                check_range(flag, item, (lo, hi), what="")  # a ConfigError: one line and exit 2 via main_guard
+        for action in self._actions:  # output paths last: every other flag is valid when the disk is looked at
+            value = getattr(parsed, action.dest, None) if action.dest != argparse.SUPPRESS else None
+            writes = getattr(action, "writes", None)
+            if value is not None and writes is not None:  # a ConfigError: main_guard prints it as every --out error
+                (check_out_dir if writes == "folder" else check_out_file)(value, long_flag(action))
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def long_flag(action: argparse.Action) -> str:
+    """The long spelling of a flag (``--seed`` rather than ``-s``), or the positional's name."""
+    return max(action.option_strings, key=len) if action.option_strings else action.dest
 
 
 def require_positive(args: argparse.Namespace, names: tuple[str, ...]) -> None:
@@ -36,17 +77,26 @@ def require_positive(args: argparse.Namespace, names: tuple[str, ...]) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
 
 
+MAX_SEEDS = 100
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"0-4"`` → [0, 1, 2, 3, 4]; ``"1,42,999"`` → [1, 42, 999]."""
     seeds: list[int] = []
+    refused = ConfigError(f"--seeds must name 1 to {MAX_SEEDS} non-negative seeds, got {text!r}")
     try:
         for part in text.split(","):
             lo, sep, hi = part.strip().partition("-")
-            seeds.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
-    except ValueError:
+            first, last = (int(lo), int(hi)) if sep else (int(lo), int(lo))
+            if first < 0 or last - first + 1 > MAX_SEEDS - len(seeds):  # counted before a range is expanded
+                raise refused
+            seeds.extend(range(first, last + 1))
+    except ValueError as exc:
+        if exc is refused:
+            raise
         raise ConfigError(f"--seeds must look like 0-4 or 1,42,999, got {text!r}") from None
-    if not seeds or len(seeds) > 100 or min(seeds) < 0:
-        raise ConfigError(f"--seeds must name 1 to 100 non-negative seeds, got {text!r}")
+    if not seeds:
+        raise refused
     return seeds
 
 

@@ -224,7 +224,7 @@ def run_evaluation(cfg: EvalConfig, on_progress: Callable[[int], None] | None = 
         summary = build_summary(suite.name, store.records(), config, time.perf_counter() - start)
         write_json_atomic(out / "summary.json", summary)
         write_leaderboard([summary], out)
-    except ConfigError:  # a user error only a worker could find: remove what a fresh run wrote
+    except BaseException:  # a failure before the first record (e.g. inside a worker): remove what a fresh run wrote
         store.discard_if_empty()
         raise
     finally:

@@ -54,10 +54,11 @@ class ResultsStore:
         self.episodes_path = self.out_dir / "episodes.jsonl"
         self.config_path = self.out_dir / "config.json"
         self._fh = None
-        self._check()  # read-only: a rejected run leaves the folder as it found it
+        # The lock comes first, so a second writer is told the folder is in use (not what it half sees of the
+        # first writer's files); a rejected run undoes the lock's traces and leaves the folder as it found it.
         self._lock = FolderLock(self.out_dir).acquire()
         try:
-            self._check()  # again under the lock: another run may have written in between
+            self._check()
             self.fresh = not resume  # this run writes config.json and starts episodes.jsonl
             cut_torn_tail(self.episodes_path)
             if self.fresh:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from envs.config import Options, require
+from envs.paths import check_sqlite_file
 
 DEFAULT_BUDGET = 64
 
@@ -41,7 +42,7 @@ class VimragOptions(Options):
         "help": "external readers: pixels per side of one visual token; a g x g grant is sent as a "
                 "(g * reader_patch_px)-pixel image"})
     reader_timeout_s: float = dataclasses.field(default=60.0, metadata={
-        "help": "reader=openai: seconds to wait for one HTTP request"})
+        "help": "reader=openai: seconds to wait for one HTTP request", "min": 0.001, "max": 3600})
     reader_api_key_env: str = dataclasses.field(default="", metadata={
         "help": "reader=openai: name of the environment variable holding the API key (none sent when empty)"})
     reader_max_tokens: int = dataclasses.field(default=16, metadata={
@@ -63,10 +64,15 @@ class VimragOptions(Options):
                     f"option reader_path {self.reader_path!r} is not a folder (expected a transformers "
                     "vision-language model saved with save_pretrained, model and processor)")
         if self.reader == "openai":
-            parsed = urllib.parse.urlparse(self.reader_url)
-            require(parsed.scheme in ("http", "https") and bool(parsed.netloc),
-                    f"option reader_url must be an http(s) URL such as http://localhost:8000/v1, got "
-                    f"{self.reader_url!r}")
+            try:  # urlparse raises on an unclosed [IPv6] host, .port on a port that is not a number
+                parsed = urllib.parse.urlparse(self.reader_url)
+                valid = parsed.scheme in ("http", "https") and bool(parsed.hostname) and parsed.port != 0
+                valid = valid and not any(c.isspace() for c in self.reader_url)
+            except ValueError:
+                valid = False
+            require(valid, f"option reader_url must be an http(s) URL such as http://localhost:8000/v1, got "
+                           f"{self.reader_url!r}")
+        if self.checkpoint_db:
+            check_sqlite_file(self.checkpoint_db, "option checkpoint_db")
         require(self.reader_patch_px > 0, f"option reader_patch_px must be positive, got {self.reader_patch_px}")
-        require(self.reader_timeout_s > 0, f"option reader_timeout_s must be positive, got {self.reader_timeout_s}")
         require(self.reader_max_tokens > 0, f"option reader_max_tokens must be positive, got {self.reader_max_tokens}")

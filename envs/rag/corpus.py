@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.cache_files import read_npz
 from envs.errors import ConfigError, choice_error
 
 CORPUS_VERSION = "vimrag-corpus/2"
@@ -452,15 +453,18 @@ def load_corpus_files(folder: Path) -> Corpus:
     path = folder / "corpus.json"
     try:
         blob = json.loads(path.read_text())
+        if not isinstance(blob, dict):
+            raise ValueError(f"corpus.json holds a {type(blob).__name__}, not the corpus object")
         if blob.get("version") != CORPUS_VERSION:
             raise ValueError(f"version {blob.get('version')!r}, expected {CORPUS_VERSION!r}")
         documents = [Document(d["doc_id"], d["kind"], d["text"], tuple(d["links"])) for d in blob["documents"]]
         images = [ImageItem(i["image_id"], i["kind"], i["caption"]) for i in blob["images"]]
         questions = [Question(q["qid"], q["qtype"], q["split"], q["text"], q["answer"], tuple(q["gold"]))
                      for q in blob["questions"]]
-        with np.load(folder / "pixels.npz") as z:
-            pixels = z["pixels"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        pixels = read_npz(folder / "pixels.npz", "vimrag corpus pixels", ("pixels",))["pixels"]
+    except ConfigError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # ConfigError is a ValueError
         raise ConfigError(f"malformed vimrag corpus in {str(folder)!r}: {type(exc).__name__}: {exc}") from None
     if pixels.shape[0] != len(images) or pixels.ndim != 4:
         raise ConfigError(f"malformed vimrag corpus in {str(folder)!r}: {pixels.shape[0]} images for "

@@ -10,6 +10,7 @@ can be reused across tasks.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -20,6 +21,8 @@ from typing import Any
 import gymnasium as gym
 
 from envs.config import Options, require
+from envs.paths import check_sqlite_file
+from envs.services import SERVICES
 from envs.services.runtime import create_database, reset_database
 from envs.services.workflows import expected_state, get_task, row_diff, state
 
@@ -29,12 +32,18 @@ class WorkflowEnvOptions(Options):
     """Network and fault injection of the ``toolpro`` suite."""
 
     title = "toolpro env options"
-    rtt_ms: float = field(default=20.0, metadata={"help": "injected client-server round-trip time (real sleeps)"})
-    jitter_ms: float = field(default=0.0, metadata={"help": "uniform jitter on each one-way delay (<= rtt/2)"})
-    error_rate: float = field(default=0.0, metadata={"help": "probability a tool call fails with 503"})
-    timeout_rate: float = field(default=0.0, metadata={"help": "probability the server stalls timeout_s first"})
-    timeout_s: float = field(default=0.5, metadata={"help": "length of an injected stall"})
-    crash_rate: float = field(default=0.0, metadata={"help": "probability a write kills the server process"})
+    # rtt and stall are real sleeps: capped so a run cannot stall past the client's 30 s call timeout
+    rtt_ms: float = field(default=20.0, metadata={"help": "injected client-server round-trip time (real sleeps)",
+                                                  "min": 0, "max": 5000})
+    jitter_ms: float = field(default=0.0, metadata={"help": "uniform jitter on each one-way delay (<= rtt/2)",
+                                                    "min": 0})
+    error_rate: float = field(default=0.0, metadata={"help": "probability a tool call fails with 503", "min": 0,
+                                                     "max": 1})
+    timeout_rate: float = field(default=0.0, metadata={"help": "probability the server stalls timeout_s first",
+                                                       "min": 0, "max": 1})
+    timeout_s: float = field(default=0.5, metadata={"help": "length of an injected stall", "min": 0, "max": 10})
+    crash_rate: float = field(default=0.0, metadata={"help": "probability a write kills the server process",
+                                                     "min": 0, "max": 1})
     fault_seed: int = field(default=0, metadata={"help": "seed of the injected faults (each server restart "
                                                           "draws from (fault_seed, restart))"})
     db_dir: str = field(default="", metadata={"help": "folder for the service databases (default: a temp dir)"})
@@ -42,8 +51,22 @@ class WorkflowEnvOptions(Options):
     def check(self) -> None:
         require(self.rtt_ms >= 0 and 0 <= self.jitter_ms <= self.rtt_ms / 2,
                 f"rtt_ms must be >= 0 and jitter_ms in 0..rtt_ms/2, got {self.rtt_ms}, {self.jitter_ms}")
-        for name in ("error_rate", "timeout_rate", "crash_rate"):
-            require(0.0 <= getattr(self, name) <= 1.0, f"{name} must be in 0..1, got {getattr(self, name)}")
+        if self.db_dir:  # the folder may be new; the databases in it, when present, must be SQLite files
+            folder = Path(self.db_dir).expanduser()
+            require(not folder.exists() or folder.is_dir(), f"option db_dir {self.db_dir!r} is a file, not a folder")
+            require(folder.is_dir() or _creatable(folder),
+                    f"option db_dir {self.db_dir!r} cannot be created (no existing folder above it)")
+            if folder.is_dir():
+                for service in SERVICES:
+                    check_sqlite_file(folder / f"{service}.db", f"option db_dir: database of {service}")
+
+
+def _creatable(folder: Path) -> bool:
+    """Whether ``mkdir -p folder`` can work: the nearest existing ancestor is a writable folder."""
+    for parent in folder.parents:
+        if parent.exists():
+            return parent.is_dir() and os.access(parent, os.W_OK)
+    return False
 
 
 _DB_DIR: Path | None = None

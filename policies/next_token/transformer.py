@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from envs.errors import ConfigError
+from envs.weights import check_finite
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ def file_sha256(path: Path) -> str:
 def save_model(model: CausalTransformer, path: Path, extra: dict[str, Any] | None = None) -> str:
     """Save config + weights, write ``<path>.sha256``, return the digest."""
     path = Path(path)
+    check_finite(model.state_dict(), f"next-token model {path}")  # a diverged run must not be saved
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"config": asdict(model.cfg), "state_dict": model.state_dict(), "extra": extra or {}}, path)
     digest = file_sha256(path)

@@ -10,6 +10,7 @@ journal instead of executing them again.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,8 @@ class ExecutorLimits:
     max_string_bytes: int = 64 * 1024
     max_list_items: int = 10_000
     max_output_bytes: int = 256 * 1024
+    max_depth: int = 64  # nesting of the lists and objects a program builds
+    max_int: int = 2**63 - 1  # integer results stay within 64 bits (JSON peers and SQLite hold no more)
 
 
 class ProgramHost:
@@ -49,6 +52,11 @@ class ProgramHost:
         self.calls = self.replayed = 0
         self.journal_replayed = 0  # writes answered by the service's idempotency journal (committed, not logged)
         self.trace: list[dict[str, Any]] = []
+        # Containers made by LIST_NEW/OBJ_NEW that may still be filled (id -> nesting depth). Putting one inside
+        # another closes it, and only open ones take items, so no value can ever contain itself (a cycle could not
+        # be serialised) and constants and tool results are never changed.
+        self.open: dict[int, int] = {}
+        self.depth: dict[int, int] = {}
 
     def _get(self, h: int) -> Any:
         if not 0 <= h < len(self.values):
@@ -60,6 +68,36 @@ class ProgramHost:
             raise HostLimit(f"more than {self.limits.max_values} values")
         self.values.append(v)
         return len(self.values) - 1
+
+    def _fill(self, target_h: int, kind: type, item_h: int) -> tuple[Any, Any]:
+        """The open container ``target_h`` and the item to put in it; closes the item if it is a container."""
+        target, item = self._get(target_h), self._get(item_h)
+        if not isinstance(target, kind) or id(target) not in self.open:
+            raise HostLimit(f"only a {kind.__name__} the program made, and has not put inside another, can be filled")
+        if len(target) >= self.limits.max_list_items:
+            raise HostLimit(f"more than {self.limits.max_list_items} items in one {kind.__name__}")
+        if item is target:
+            raise HostLimit(f"a {kind.__name__} cannot contain itself")
+        if isinstance(item, list | dict):
+            depth = self.depth.get(id(item), 1) + 1
+            if depth > self.limits.max_depth:
+                raise HostLimit(f"values nested deeper than {self.limits.max_depth}")
+            self.depth[id(target)] = max(self.depth[id(target)], depth)
+            self.open.pop(id(item), None)
+        return target, item
+
+    def _number(self, v: Any) -> Any:
+        """``v`` when it is a representable number result: integers within 64 bits, floats finite."""
+        if isinstance(v, int) and not isinstance(v, bool) and not -self.limits.max_int - 1 <= v <= self.limits.max_int:
+            raise HostLimit("integer result outside the 64-bit range")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise HostLimit("number result is not finite")
+        return v
+
+    def _new(self, container: list | dict) -> int:
+        h = self._push(container)
+        self.open[id(container)] = self.depth[id(container)] = 1
+        return h
 
     def call(self, tool_h: int, args_h: int, key_h: int, effect_h: int) -> int:
         """``toolpro.call``: run one tool through the service runtime; -1 (error kept) when it fails."""
@@ -114,7 +152,7 @@ class ProgramHost:
         if code == op.BINOP:
             if not 0 <= c < len(BINOPS):
                 raise HostLimit(f"unknown operator {c}")
-            return self._push(binop(BINOPS[c], self._get(a), self._get(b)))
+            return self._push(self._number(binop(BINOPS[c], self._get(a), self._get(b))))
         if code == op.NOT:
             return self._push(not truthy(self._get(a)))
         if code == op.FMT:
@@ -128,20 +166,19 @@ class ProgramHost:
                     raise HostLimit(f"string longer than {self.limits.max_string_bytes} bytes")
             return self._push(out)
         if code == op.LIST_NEW:
-            return self._push([])
+            return self._new([])
         if code == op.OBJ_NEW:
-            return self._push({})
+            return self._new({})
         if code == op.LIST_PUSH:
-            lst = self._get(a)
-            if not isinstance(lst, list) or len(lst) >= self.limits.max_list_items:
-                raise HostLimit("list push on a non-list or beyond the item limit")
-            lst.append(self._get(b))
+            lst, item = self._fill(a, list, b)
+            lst.append(item)
             return a
         if code == op.OBJ_SET:
-            obj, key = self._get(a), self._get(b)
-            if not isinstance(obj, dict) or not isinstance(key, str) or len(obj) >= self.limits.max_list_items:
-                raise HostLimit("object field on a non-object or beyond the item limit")
-            obj[key] = self._get(c)
+            key = self._get(b)
+            if not isinstance(key, str):
+                raise HostLimit("object field names must be strings")
+            obj, item = self._fill(a, dict, c)
+            obj[key] = item
             return a
         if code == op.ERR_TRANSIENT:
             return int(self.last_error is not None and self.last_error[0] in TRANSIENT)
@@ -179,9 +216,15 @@ class ProgramExecutor:
                                "call_ms": sum(t["ms"] for t in host.trace), **extra}
         if run.status == "ok":
             out["result"] = host.result
-            if len(json.dumps(host.result)) > self.limits.max_output_bytes:
+            try:  # what the site sends back must be plain JSON (the host limits make this hold; checked anyway)
+                size = len(json.dumps(host.result, allow_nan=False))
+            except (ValueError, TypeError, RecursionError) as exc:
                 out.update(status="trapped", result=None,
-                           error={"kind": "limit", "message": f"output exceeds {self.limits.max_output_bytes} bytes"})
+                           error={"kind": "limit", "message": f"result is not plain JSON: {type(exc).__name__}"})
+            else:
+                if size > self.limits.max_output_bytes:
+                    out.update(status="trapped", result=None, error={
+                        "kind": "limit", "message": f"output exceeds {self.limits.max_output_bytes} bytes"})
         elif run.status == "failed" and host.last_error is not None:
             out["error"] = {"kind": host.last_error[0], "message": host.last_error[1]}
         else:
@@ -211,10 +254,12 @@ class ProgramExecutor:
         try:
             program = parse_program(program_json)
             report = check(program, self.declarations, service=self.runtime.service)
-        except ProgramError as exc:
-            return {"status": "rejected", "error": {"kind": "invalid_program", "message": str(exc)}, "calls": 0,
+            compiled = compile_program(program)
+        except (ProgramError, ValueError, TypeError, RecursionError) as exc:
+            # ValueError/TypeError: a literal JSON cannot hold (an integer past 4300 digits, a non-JSON object)
+            message = str(exc) if isinstance(exc, ProgramError) else f"literal is not plain JSON: {exc}"[:200]
+            return {"status": "rejected", "error": {"kind": "invalid_program", "message": message}, "calls": 0,
                     "replayed": 0, "total_ms": 1000 * (time.perf_counter() - t0)}
-        compiled = compile_program(program)
         host = ProgramHost(compiled.constants, self.runtime, run_id, self.limits,
                            time.perf_counter() + self.limits.sandbox.wall_s)
         run = self.sandbox.run(compiled.wat, self._host(host))

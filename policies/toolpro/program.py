@@ -259,6 +259,7 @@ PACK_DICTIONARY = "".join((
 )).encode()
 PACK_PREFIX = "tp1:"
 MAX_UNPACKED_BYTES = 1 << 20
+MAX_PROGRAM_DEPTH = 200  # JSON nesting of a program; planned programs stay under 30, Python recursion ends near 1000
 
 
 def pack_program(program_json: dict[str, Any]) -> str:
@@ -287,11 +288,33 @@ def unpack_program(text: str, max_bytes: int = MAX_UNPACKED_BYTES) -> dict[str, 
 
 
 def parse_json_object(text: str) -> Any:
-    """JSON text → value; ProgramError naming the position when it is not JSON."""
+    """JSON text → value; ProgramError naming the position when it is not JSON, or when it nests too deep."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProgramError(f"program is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except RecursionError:
+        raise ProgramError(f"program nests deeper than {MAX_PROGRAM_DEPTH} levels") from None
+    except ValueError as exc:  # e.g. an integer literal past Python's 4300-digit conversion limit
+        raise ProgramError(f"program is not valid JSON: {str(exc).splitlines()[0][:120]}") from None
+
+
+def check_depth(value: Any, limit: int = MAX_PROGRAM_DEPTH) -> None:
+    """ProgramError when ``value`` nests lists and objects more than ``limit`` deep (a value that contains itself
+    nests without end).
+
+    Iterative, so it never recurses: parsing, checking and compiling recurse once per level and stay far from
+    Python's recursion limit only below ``limit``. A node shared by several parents is walked again only when it is
+    reached deeper than before, so the walk is at most nodes × limit steps."""
+    stack, reached = [(value, 1)], {}
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict | list) or reached.get(id(node), 0) >= depth:
+            continue
+        if depth > limit:
+            raise ProgramError(f"program nests deeper than {limit} levels")
+        reached[id(node)] = depth
+        stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 
 def parse_program(source: Any) -> Program:
@@ -302,6 +325,7 @@ def parse_program(source: Any) -> Program:
         source = parse_json_object(source)
     if not isinstance(source, dict):
         raise ProgramError(f"program must be a JSON object, got {type(source).__name__}")
+    check_depth(source)
     return Program(_need(source, "service", str, "program"), parse_stmt(source.get("body"), "body"), source)
 
 

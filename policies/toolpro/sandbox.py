@@ -4,7 +4,12 @@ A module may import only the functions the host offers (by module, name and exac
 WASI file or socket calls, an undeclared host function — rejects the module before it is instantiated. Running out
 of fuel (instructions), of wall-clock time (epoch interruption), of wasm stack (deep recursion) or of memory pages
 stops the run with a trap; the host keeps serving. Host functions may raise :class:`HostLimit` to stop a run that
-exceeds a host-side budget (calls, values, output size).
+exceeds a host-side budget (calls, values, output size); any other exception a host function raises while serving
+the module (a value it cannot represent, a recursion it cannot finish) stops the run the same way, as a trap whose
+reason names it, so nothing a module does escapes :meth:`Sandbox.run`.
+
+Every limit is armed before the module is instantiated: a ``(start)`` function runs during instantiation, so the
+wall-clock timer, fuel and memory limits must already hold there.
 """
 
 from __future__ import annotations
@@ -96,17 +101,19 @@ class Sandbox:
         timer = threading.Timer(self.limits.wall_s, self.engine.increment_epoch)
         timer.daemon = True
         start = time.perf_counter()
+        timer.start()  # before instantiation: a (start) function runs inside instantiate()
         try:
             instance = linker.instantiate(store, module)
-            timer.start()
             code = instance.exports(store)["run"](store)
             status, reason = ("ok", "") if code == 0 else ("failed", f"run returned {code}")
         except HostLimit as exc:  # wasmtime re-raises a host function's exception after unwinding the guest
-            status, reason = "trapped", f"host limit: {exc}"
+            status, reason = "trapped", stopped[0] if stopped else f"host limit: {exc}"
         except wasmtime.Trap as trap:
             status, reason = "trapped", stopped[0] if stopped else _trap_reason(trap)
         except wasmtime.WasmtimeError as exc:
             status, reason = "trapped", stopped[0] if stopped else str(exc).splitlines()[0][:200]
+        except Exception as exc:  # a host function's own fault (re-raised by wasmtime): contained, never escapes
+            status, reason = "trapped", stopped[0] if stopped else f"host fault: {_describe(exc)}"
         finally:
             timer.cancel()
         fuel_used = self.limits.fuel - store.get_fuel()
@@ -122,8 +129,17 @@ def _guard(fn: HostFunc, stopped: list[str]) -> Callable[..., int]:
         except HostLimit as exc:
             stopped.append(f"host limit: {exc}")
             raise
+        except Exception as exc:  # the module made the host fail (e.g. a value it cannot represent): stop the run
+            stopped.append(f"host fault: {_describe(exc)}")
+            raise HostLimit(stopped[-1]) from None
 
     return wrapped
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: first line of the message`` (at most 160 characters), for a trap reason."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:160]
 
 
 def _trap_reason(trap: wasmtime.Trap) -> str:

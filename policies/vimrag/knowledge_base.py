@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.cache_files import read_npz
 from envs.errors import ConfigError
 from envs.rag.corpus import Corpus, corpus_dir, load_corpus
 from perception.visual_tokens import feature_grid, fit_projection, pooled_levels, project_grid
@@ -89,11 +90,10 @@ def load_knowledge_base(seed: int = 0, folder: str | Path | None = None) -> Know
         fcntl.flock(lock, fcntl.LOCK_EX)
         arrays = None
         if path.exists():
-            with np.load(path) as z:
-                arrays = {k: z[k] for k in z.files}
-            if (int(arrays.get("version", -1)) != FEATURES_VERSION or len(arrays["doc_emb"]) != len(corpus.documents)
+            arrays = read_npz(path, "vimrag features cache", ("version", "doc_emb", "question_emb"))
+            if (int(arrays["version"]) != FEATURES_VERSION or len(arrays["doc_emb"]) != len(corpus.documents)
                     or len(arrays["question_emb"]) != len(corpus.questions)):
-                arrays = None
+                arrays = None  # an older or other corpus's features: recomputed below
         if arrays is None:
             arrays = _encode(corpus)
             tmp = target / f"features.{os.getpid()}.tmp.npz"

@@ -8,7 +8,6 @@ is a :class:`ConfigError` with one line naming the file, so the CLI exits with s
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,9 @@ import torch
 
 from envs.errors import ConfigError
 from envs.paths import CHECKPOINTS
+from envs.weights import read_weights, write_weights
 from policies.vla.attributes import load_attributes
-from policies.vla.checkpoint_files import FORMAT, MANIFEST_FILE, freeze, read_manifest, sha256_file
+from policies.vla.checkpoint_files import FORMAT, MANIFEST_FILE, freeze, read_manifest
 from policies.vla.localiser import load_localiser
 from policies.vla.model import FiLMActionHead, HeadConfig
 
@@ -55,12 +55,7 @@ def save_checkpoint(bundle: HeadBundle, folder: str | Path, training: dict[str, 
         "state_mean": torch.as_tensor(bundle.state_mean, dtype=torch.float32),
         "state_std": torch.as_tensor(bundle.state_std, dtype=torch.float32),
     }
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    weights = folder / WEIGHTS_FILE
-    weights.write_bytes(buf.getvalue())
-    digest = sha256_file(weights)
-    (folder / f"{WEIGHTS_FILE}.sha256").write_text(f"{digest}  {WEIGHTS_FILE}\n")
+    digest = write_weights(payload, folder / WEIGHTS_FILE, "checkpoint weights")  # refuses non-finite weights
     manifest = {
         "format": FORMAT,
         "head_config": bundle.config.to_dict(),
@@ -77,24 +72,12 @@ def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> HeadBundle:
     folder = Path(folder)
     manifest = read_manifest(folder)
     weights = folder / str(manifest.get("weights_file", WEIGHTS_FILE))
-    if not weights.is_file():
-        raise ConfigError(f"checkpoint weights {str(weights)!r} are missing")
-    digest = sha256_file(weights)
-    if digest != manifest.get("weights_sha256"):
-        raise ConfigError(f"checkpoint weights {str(weights)!r} fail the sha256 check (file {digest[:12]}…, "
-                          f"manifest {str(manifest.get('weights_sha256'))[:12]}…): corrupt or replaced")
-    sidecar = weights.with_name(weights.name + ".sha256")
-    if sidecar.is_file() and sidecar.read_text().split()[:1] != [digest]:
-        raise ConfigError(f"checkpoint sidecar {str(sidecar)!r} does not match the weights' sha256")
     try:
         config = HeadConfig.from_dict(manifest["head_config"])
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"checkpoint manifest {str(folder / MANIFEST_FILE)!r} has a malformed head_config "
                           f"({exc})") from exc
-    try:
-        payload = torch.load(weights, map_location="cpu", weights_only=True)
-    except Exception as exc:  # any unpickling failure means the file is not a checkpoint
-        raise ConfigError(f"checkpoint weights {str(weights)!r} cannot be read ({type(exc).__name__})") from exc
+    payload = read_weights(weights, str(manifest.get("weights_sha256")), "checkpoint weights")
     head = FiLMActionHead(config)
     try:
         head.load_state_dict(payload["state_dict"], strict=True)

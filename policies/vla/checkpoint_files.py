@@ -4,7 +4,6 @@ sha256-verified at load (a corrupt or replaced file is a ConfigError, never a si
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import shutil
 from collections.abc import Callable
@@ -14,7 +13,8 @@ from typing import Any
 import torch
 
 from envs.errors import ConfigError
-from envs.paths import sha256_file
+from envs.paths import sha256_file  # noqa: F401  (re-exported for the checkpoint modules)
+from envs.weights import read_weights, write_weights
 
 FORMAT = "embodia.generic_vla/1"
 MANIFEST_FILE = "manifest.json"
@@ -41,15 +41,9 @@ def save_part(state_dict: dict[str, torch.Tensor], folder: str | Path, file: str
               training: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write a part's weights (float32, byte-stable) as ``folder/file``; returns its manifest entry (file, sha256,
     config, training)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / file
-    buf = io.BytesIO()  # torch.save names its archive after the file: a buffer keeps the bytes name-independent
-    torch.save({"state_dict": {k: v.detach().float().clone() for k, v in state_dict.items()}}, buf)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
-    return {"file": file, "sha256": sha256_file(path), "config": config, "training": training or {}}
+    digest = write_weights({"state_dict": {k: v.detach().float().clone() for k, v in state_dict.items()}},
+                           Path(folder) / file, f"weights {file}", sidecar=False)
+    return {"file": file, "sha256": digest, "config": config, "training": training or {}}
 
 
 def load_part(folder: str | Path, entry: dict[str, Any], what: str,
@@ -62,16 +56,10 @@ def load_part(folder: str | Path, entry: dict[str, Any], what: str,
         expected = str(entry["sha256"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"checkpoint {str(folder)!r} has a malformed {what} entry ({exc})") from exc
-    if not path.is_file():
-        raise ConfigError(f"{what} {str(path)!r} are missing")
-    digest = sha256_file(path)
-    if digest != expected:
-        raise ConfigError(f"{what} {str(path)!r} fail the sha256 check (file {digest[:12]}…, manifest "
-                          f"{expected[:12]}…): corrupt or replaced")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-    except Exception as exc:  # any unpickling failure means the file is not such a part
-        raise ConfigError(f"{what} {str(path)!r} cannot be read ({type(exc).__name__})") from exc
+    payload = read_weights(path, expected, what)
+    if "state_dict" not in payload:
+        raise ConfigError(f"{what} {str(path)!r} hold no state_dict")
+    state = payload["state_dict"]
     cfg, module = build(config)
     try:
         module.load_state_dict(state, strict=True)

@@ -86,8 +86,10 @@ class VAPOptions(Options):
 def _base(ctx: PolicyContext) -> Any:
     name = VAPOptions.from_options(ctx.options, strict=False).vap_base
     specs = registry.policies()
-    if name in VAP_POLICIES or name not in specs:
-        raise choice_error("vap_base policy", name, [n for n in specs if n not in VAP_POLICIES])
+    # A base must be a policy of this suite (a vimrag or games policy cannot drive a manipulation env).
+    valid = [n for n, spec in specs.items() if n not in VAP_POLICIES and (not spec.suites or ctx.suite in spec.suites)]
+    if name not in valid:
+        raise choice_error(f"vap_base policy for {ctx.suite}", name, valid)
     # The base is built as registered, attribute detectors and localiser included: with the localiser they help
     # VAP's base although they can misfire on a recoloured object (docs/vap.md). vla_attributes=false turns both off.
     return specs[name].factory(ctx)

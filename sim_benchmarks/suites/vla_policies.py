@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from envs.cache_files import corrupt_cache, read_npz
 from envs.config import Options, require
 from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
 
@@ -49,6 +50,8 @@ class VLAOptions(Options):
     vla_grasp_retries: int = field(default=0, metadata={"help": "reopen after up to N grasps that closed on nothing"})
 
     def check(self) -> None:
+        require(self.vla_checkpoint is None or bool(self.vla_checkpoint.strip()),
+                "option vla_checkpoint is empty; pass a checkpoint folder, or leave the option out for the default")
         require(self.vla_grasp_retries >= 0, f"vla_grasp_retries must be an integer >= 0, got {self.vla_grasp_retries}")
         require(self.vla_action_steps is None or self.vla_action_steps >= 1,
                 f"vla_action_steps must be >= 1 (1..the chunk length), got {self.vla_action_steps}")
@@ -110,9 +113,11 @@ def _soft_maps() -> dict[str, SoftPromptMap]:
     from policies.vla.prompt_baselines import SoftPromptMap, fit_soft_prompt_from_library
 
     path = _soft_cache_path()
-    if path.is_file():
-        with np.load(path) as data:
-            return {k: SoftPromptMap(data[k], (k,)) for k in data.files}
+    if path.is_file():  # a corrupt cache is named (not blamed on the policy options) and rebuilt once deleted
+        arrays = read_npz(path, "soft-prompt cache")
+        if not arrays or any(a.ndim != 2 for a in arrays.values()):
+            raise corrupt_cache(path, "expected one 2-D map per object kind", "soft-prompt cache")
+        return {k: SoftPromptMap(a, (k,)) for k, a in arrays.items()}
     # Fitted on train-split library renders (about a minute on one loaded core), then cached.
     maps = fit_soft_prompt_from_library(load_text_encoder())
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ import torch
 from agents.streaming import LEARNERS
 from agents.streaming.loop import StreamingLoop
 from envs.arcade import make_arcade_env, split_name
+from envs.config import check_range
 from envs.errors import ConfigError, choice_error
 from policies.streaming.representation import representation_stats
 from sim_benchmarks.thread_pools import limit_threads, thread_pools
@@ -56,6 +57,7 @@ def build_config(agent: str, suite: str, steps: int, options: Mapping[str, Any])
             kwargs[key] = kind(value) if kind is not bool else value in (True, "true", "1", 1)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"option {key}={value!r} is not a valid {kind.__name__}") from exc
+        check_range(key, kwargs[key], (None, None))  # floats finite, as for every typed option
     return cfg_cls(**kwargs)
 
 

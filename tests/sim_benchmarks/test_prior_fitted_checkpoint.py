@@ -70,9 +70,11 @@ def test_the_shipped_checkpoint_verifies_and_records_how_it_was_made():
     assert not any(p.requires_grad for p in model.parameters())
 
 
-@pytest.mark.parametrize("argv,needle", [(["--steps", "0"], "--steps must be >= 1"),
+@pytest.mark.parametrize("argv,needle", [(["--steps", "0"], "--steps must be in 1..10000000, got 0"),
                                          (["--d-model", "30"], "--d-model must be a multiple of 4"),
-                                         (["--lr", "0"], "--lr must be > 0")])
+                                         (["--lr", "0"], "--lr must be in 1e-12..10, got 0.0"),
+                                         (["--lr", "inf"], "--lr must be a finite number"),
+                                         (["--d-model", "4000000"], "--d-model must be in 4..4096")])
 def test_the_training_command_refuses_bad_flags(tmp_path, capsys, argv, needle):
     assert train_main(["--out", str(tmp_path / "ck"), *argv]) == 2
     assert needle in capsys.readouterr().err

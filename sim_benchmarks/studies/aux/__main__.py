@@ -12,6 +12,7 @@ from pathlib import Path
 
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard, parse_seeds
+from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux import methods
 
 
@@ -20,21 +21,21 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="sim_benchmarks.studies.aux", description="Run one policies/aux method's experiment.")
     p.add_argument("method", nargs="?", help="method name (see --list)")
     p.add_argument("--seeds", default="0-4", help="seeds, e.g. 0-4 or 1,42,999 (default 0-4)")
-    p.add_argument("--out", type=Path, default=None, help="results folder (default runs/aux/<method>)")
+    p.add_argument("--out", writes="folder", type=Path, default=None, help="results folder (default runs/aux/<method>)")
     p.add_argument("--quick", action="store_true", help="a seconds-long smoke run (tests); not for reported figures")
     p.add_argument("--list", action="store_true", help="list methods and their claims")
     args = p.parse_args(argv)
     registry = methods()
-    if args.list or not args.method:
+    if args.list:
         for name, module in registry.items():
             print(f"{name}: {module.CLAIM}")
-        return 0 if args.list else 2
+        return 0
+    if not args.method:
+        raise ConfigError(f"name an aux method (--list shows their claims); valid: {', '.join(sorted(registry))}")
     if args.method not in registry:
         raise choice_error("aux method", args.method, sorted(registry))
     seeds = parse_seeds(args.seeds)
-    out = args.out or Path("runs/aux") / args.method
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} is a file, not a folder")
+    out = check_out_dir(args.out or Path("runs/aux") / args.method)  # before the work, not after it
     start = time.perf_counter()
     result = registry[args.method].run(seeds, args.quick)
     result.wall_s = time.perf_counter() - start

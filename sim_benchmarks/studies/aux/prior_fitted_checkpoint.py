@@ -4,16 +4,14 @@ corrupt or replaced weights file is a ConfigError, never a silent load."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from envs.errors import ConfigError
+from envs.weights import write_weights
 from policies.aux.structured.prior_fitted import PriorFittedTransformer, build_model
-from policies.vla.checkpoint_files import load_part, sha256_file
+from policies.vla.checkpoint_files import load_part
 from sim_benchmarks.train_log import write_json_atomic
 
 FORMAT = "embodia.prior_fitted_tab/1"
@@ -28,15 +26,8 @@ def save_checkpoint(model: PriorFittedTransformer, folder: str | Path, config: d
     """Write the weights (byte-stable: the same weights give the same sha256), the ``.sha256`` line and the
     manifest into ``folder``; returns the manifest."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()  # torch.save names its archive after the file: a buffer keeps the bytes name-independent
-    torch.save({"state_dict": {k: v.detach().float().clone() for k, v in model.state_dict().items()}}, buf)
-    path = folder / WEIGHTS_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
-    digest = sha256_file(path)
-    path.with_name(path.name + ".sha256").write_text(f"{digest}  {WEIGHTS_FILE}\n")
+    digest = write_weights({"state_dict": {k: v.detach().float().clone() for k, v in model.state_dict().items()}},
+                           folder / WEIGHTS_FILE, "prior-fitted weights")  # refuses non-finite weights
     manifest = {"format": FORMAT, "file": WEIGHTS_FILE, "sha256": digest, "config": config, "training": training}
     write_json_atomic(folder / MANIFEST_FILE, manifest)
     return manifest

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=10000)
     p.add_argument("--tasks", default=",".join(GENERIC_TASKS))
     p.add_argument("--splits", default="train,test")
-    p.add_argument("--out", type=Path, default=Path("runs/vla_grounding"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("runs/vla_grounding"))
     p.add_argument("--no-attributes", action="store_true",
                    help="ignore the checkpoint's attribute detectors (the head's own grounding alone)")
     args = p.parse_args(argv)

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="128,160,224", help="MobileNetV2 input sizes to time with random heads")
     p.add_argument("--cnn-sizes", default="96,128", help="CNN-backbone input sizes to time with random heads")
     p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
-    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--out", writes="file", type=Path, default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)  # one core, as in rollout workers
     rows: dict[str, Any] = {}

@@ -347,7 +347,7 @@ def plot_all(out: Path, grid: dict[str, Any], rates: dict[str, Any], bounded: di
 def main(argv: list[str] | None = None) -> int:
     """Run every measurement, write claims.json / claims.md / plots."""
     ap = ArgumentParser(prog="sim_benchmarks.studies.next_token.next_token_claims", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", writes="folder", type=Path, required=True)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller T grid and fewer D episodes (~2 min)")
     ap.add_argument("--no-transformer", action="store_true", help="skip the trained-transformer rows")

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     """CLI entry point."""
     ap = ArgumentParser(prog="sim_benchmarks.studies.simpler.render_simpler_assets",
                         description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", writes="folder", type=Path, required=True)
     ap.add_argument("--episodes", type=int, default=4, help="first frames per task")
     ap.add_argument("--image-size", type=int, default=224)
     args = ap.parse_args(argv)

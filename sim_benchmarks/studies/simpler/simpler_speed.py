@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--privileged", action="store_true", help="also render depth + segmentation")
-    ap.add_argument("--out", type=Path, default=None, help="JSON output file")
+    ap.add_argument("--out", writes="file", type=Path, default=None, help="JSON output file")
     args = ap.parse_args(argv)
     if hasattr(os, "sched_setaffinity"):
         try:

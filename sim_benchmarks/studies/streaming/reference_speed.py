@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="pin every process (references and Embodia) to this CPU core (like taskset -c N)")
     p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
                    help="skip the instrumented per-phase block of each Embodia agent after the rounds")
-    p.add_argument("--out", type=Path, default=Path("runs/reference_speed"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("runs/reference_speed"))
     p.add_argument("--page", default="docs/results/streaming.md",
                    help="results page whose side-by-side section is rewritten ('' = none)")
     args = p.parse_args(argv)

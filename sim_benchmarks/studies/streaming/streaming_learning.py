@@ -25,7 +25,7 @@ import numpy as np
 
 from envs.arcade import games, make_arcade_env
 from envs.errors import ConfigError
-from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.cli import ArgumentParser, main_guard, parse_seeds
 from sim_benchmarks.metrics import iqm, stratified_bootstrap_ci
 from sim_benchmarks.train_log import write_json_atomic
 
@@ -164,11 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--games", default="", help="comma list (default: all 5 MinAtar games / required otherwise)")
     p.add_argument("--agents", default="stream_q,stream_ac,stream_spr")
     p.add_argument("--seeds", default="1,42,999")
-    p.add_argument("--steps", type=int, default=200_000)
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--random-episodes", type=int, default=100)
+    p.add_argument("--steps", type=int, default=200_000, min=1, max=10**9)
+    p.add_argument("--workers", type=int, default=1, min=1, max=64)
+    p.add_argument("--random-episodes", type=int, default=100, min=1, max=100_000)
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="passed to every run")
-    p.add_argument("--out", type=Path, default=Path("runs/streaming_learning"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("runs/streaming_learning"))
     args = p.parse_args(argv)
     try:
         game_list = [g for g in args.games.split(",") if g] or (games("minatar") if args.suite == "minatar" else [])
@@ -176,15 +176,17 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--games is required for suite {args.suite}")
         envs = [f"{args.suite}:{g}" for g in game_list]
         agents = [a for a in args.agents.split(",") if a]
-        seeds = [int(s) for s in args.seeds.split(",") if s]
+        seeds = parse_seeds(args.seeds)
         from sim_benchmarks.options import parse_options
         from sim_benchmarks.suites.arcade import AGENTS
-        from sim_benchmarks.training.streaming import env_options
+        from sim_benchmarks.training.streaming import build_config, env_options
 
-        bad = [a for a in agents if a not in AGENTS]
+        bad = [a for a in agents or [""] if a not in AGENTS]
         if bad:
             raise ConfigError(f"unknown agent {bad[0]!r}; valid: {', '.join(AGENTS)}")
         options = parse_options(args.option, "--option")
+        for a in agents:  # every agent option checked (unknown keys, bad values) before --out is made
+            build_config(a, args.suite, args.steps, options)
         for e in envs:  # validates names and env options before hours of compute
             make_arcade_env(e, env_options(options)).close()
     except (ConfigError, ValueError) as exc:

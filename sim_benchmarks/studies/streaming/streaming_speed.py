@@ -25,7 +25,9 @@ import numpy as np
 import torch
 
 from envs.arcade import make_arcade_env, split_name
+from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.suites.arcade import AGENTS
 from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
 from sim_benchmarks.train_log import write_json_atomic
 
@@ -127,18 +129,26 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="sim_benchmarks.studies.streaming.streaming_speed", description=__doc__.splitlines()[0])
     p.add_argument("--agents", default="stream_q,stream_ac,stream_spr")
     p.add_argument("--envs", default="minatar:breakout,atari:Breakout,octax:brix")
-    p.add_argument("--steps", type=int, default=2000, help="timed steps per repeat (Atari/Octax use a quarter)")
-    p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=2000, min=1, max=10_000_000,
+                   help="timed steps per repeat (Atari/Octax use a quarter)")
+    p.add_argument("--warmup", type=int, default=200, min=0, max=10_000_000)
+    p.add_argument("--repeats", type=int, default=3, min=1, max=1000)
     p.add_argument("--baseline", action="store_true", help="also time the unfused autograd Stream Q(λ)")
     p.add_argument("--numba", action="store_true",
                    help="also time agents with the compiled-network backend (backend=numba)")
-    p.add_argument("--out", type=Path, default=Path("runs/streaming_speed"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("runs/streaming_speed"))
     args = p.parse_args(argv)
     limit_threads(1)
     agents = [a for a in args.agents.split(",") if a] + (["autograd_stream_q"] if args.baseline else [])
+    valid = [*AGENTS, "autograd_stream_q"]
+    for agent in agents or [""]:
+        if agent not in valid:
+            raise choice_error("agent", agent, valid)
+    env_names = [e for e in args.envs.split(",") if e]
+    if not env_names:
+        raise ConfigError("--envs names no env; e.g. minatar:breakout,atari:Breakout,octax:brix")
     rows = []
-    for env_name in [e for e in args.envs.split(",") if e]:
+    for env_name in env_names:
         n = args.steps if env_name.startswith("minatar") else max(args.steps // 4, 50)
         runs = [(a, "torch") for a in agents]
         if args.numba:

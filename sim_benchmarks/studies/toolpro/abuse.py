@@ -8,15 +8,18 @@ the table records how it ended, whether the database is unchanged, and whether t
 
 from __future__ import annotations
 
+import base64
 import sqlite3
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 from envs.services.client import ServiceClient
 from envs.services.runtime import create_database
 from envs.services.workflows import state
+from policies.toolpro.program import PACK_DICTIONARY, PACK_PREFIX
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.train_log import write_json_atomic
 
@@ -43,20 +46,58 @@ MODULES = {
     "forged value handle": f'(module {V} (func (export "run") (result i32) (drop (call $v (i32.const 1) (i32.const '
     '999999) (i32.const 0) (i32.const 0))) i32.const 0))',
 }
+
+
+def _v(op: int, a: str = "(i32.const 0)", b: str = "(i32.const 0)", c: str = "(i32.const 0)") -> str:
+    """A ``toolpro.value`` call in WebAssembly text (operation codes as in policies.toolpro.compiler)."""
+    return f"(call $v (i32.const {op}) {a} {b} {c})"
+
+
+_L, _H, _I = "(local.get $l)", "(local.get $h)", "(local.get $i)"
+# A handle of the integer 1: a new list, push null into it, take its length.
+_ONE = f"(local.set $l {_v(8)}) (drop {_v(9, _L)}) (local.set $h {_v(2, _L)})"
+_LOCALS = "(local $l i32) (local $h i32) (local $i i32)"
+MODULES.update({
+    "infinite loop of host sleeps in the (start) function (wall clock)": f'(module {V} (func $s (loop $x (drop '
+    f'{_v(13, "(i32.const 1000)")}) br $x)) (start $s) (func (export "run") (result i32) i32.const 0))',
+    "integer doubled past 4300 digits, returned": f'(module {V} (func (export "run") (result i32) {_LOCALS} {_ONE} '
+    f'(loop $x (local.set $h {_v(5, _H, _H, "(i32.const 6)")}) (local.set $i (i32.add {_I} (i32.const 1))) '
+    f'(br_if $x (i32.lt_s {_I} (i32.const 15000)))) (drop {_v(14, _H)}) i32.const 0))',
+    "list pushed into itself, returned": f'(module {V} (func (export "run") (result i32) {_LOCALS} (local.set $l '
+    f'{_v(8)}) (drop {_v(9, _L, _L)}) (drop {_v(14, _L)}) i32.const 0))',
+    "two lists pushed into each other, returned": f'(module {V} (func (export "run") (result i32) {_LOCALS} '
+    f'(local.set $l {_v(8)}) (local.set $h {_v(8)}) (drop {_v(9, _H, _L)}) (drop {_v(9, _L, _H)}) '
+    f'(drop {_v(14, _L)}) i32.const 0))',
+    "lists nested 100 000 deep, returned": f'(module {V} (func (export "run") (result i32) {_LOCALS} (local.set $l '
+    f'{_v(8)}) (loop $x (local.set $h {_v(8)}) (drop {_v(9, _H, _L)}) (local.set $l {_H}) (local.set $i (i32.add '
+    f'{_I} (i32.const 1))) (br_if $x (i32.lt_s {_I} (i32.const 100000)))) (drop {_v(14, _L)}) i32.const 0))',
+})
+_DEEP = 200_000
 PROGRAMS = {
-    "program with an unbounded loop": {"service": "travel", "body": {"for": "x", "in": {"lit": [1]}, "do": {
-        "seq": []}}},
-    "program writing without idempotency key": {"service": "travel", "body": {"call": "book_flight", "args": {
-        "flight_id": {"lit": 1}, "traveller": {"lit": "eve"}}, "effect": "write"}},
-    "program calling an undeclared tool": {"service": "travel", "body": {"call": "shell", "args": {},
-                                                                         "effect": "read"}},
+    "program with an unbounded loop": {"program": {"service": "travel", "body": {"for": "x", "in": {"lit": [1]},
+                                                                                 "do": {"seq": []}}}},
+    "program writing without idempotency key": {"program": {"service": "travel", "body": {
+        "call": "book_flight", "args": {"flight_id": {"lit": 1}, "traveller": {"lit": "eve"}}, "effect": "write"}}},
+    "program calling an undeclared tool": {"program": {"service": "travel", "body": {"call": "shell", "args": {},
+                                                                                     "effect": "read"}}},
+    "program adding two floats past the largest double, returned": {"program": {"service": "travel", "body": {
+        "return": {"op": "add", "args": [{"lit": 1e308}, {"lit": 1e308}]}}}},
+    f"JSON program nested {_DEEP} deep": {"program": '{"service":"travel","body":{"return":' + '{"not":' * _DEEP
+                                          + '{"lit":1}' + "}" * (_DEEP + 2)},
+    "packed program with a literal list nested 300000 deep": {"packed": "@deep"},  # packed at run time
 }
 
 
+def _packed_deep(depth: int) -> str:
+    """A packed program returning a literal list nested ``depth`` deep, compressed from its text (json.dumps of
+    such a value would recurse)."""
+    text = '{"service":"travel","body":{"return":{"lit":' + "[" * depth + "]" * depth + "}}}"
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, PACK_DICTIONARY)
+    return PACK_PREFIX + base64.b85encode(deflate.compress(text.encode()) + deflate.flush()).decode()
 @main_guard
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="sim_benchmarks.studies.toolpro.abuse", description=__doc__)
-    p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("docs/results/toolpro"))
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="toolpro-abuse-") as tmp:
@@ -71,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                     conn.close()
 
             for name, payload in [*((n, ("run_module", {"wat": w})) for n, w in MODULES.items()),
-                                  *((n, ("run_program", {"program": pr})) for n, pr in PROGRAMS.items())]:
+                                  *((n, ("run_program", {k: (_packed_deep(300_000) if v == "@deep" else v)
+                                                         for k, v in pr.items()})) for n, pr in PROGRAMS.items())]:
                 before = snapshot()
                 t0 = time.perf_counter()
                 out = client.call(payload[0], {**payload[1], "run_id": name})[0]

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="sim_benchmarks.studies.toolpro.crash_trials", description=__doc__)
     p.add_argument("--trials", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("docs/results/toolpro"))
     p.add_argument("--naive", action="store_true", help="control: restart with a fresh run id (no replay)")
     args = p.parse_args(argv)
     require_positive(args, ("trials",))

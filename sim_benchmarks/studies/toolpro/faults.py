@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rtt", type=float, default=0.0, help="injected round-trip time, ms")
     p.add_argument("--seed", type=int, default=0, help="fault seed")
     p.add_argument("--name", default="faults", help="output file NAME.json")
-    p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("docs/results/toolpro"))
     args = p.parse_args(argv)
     tasks = list(TASKS) if args.tasks == "all" else [get_task(t).name for t in args.tasks.split(",")]
     seeds = parse_numbers(args.seeds, "--seeds")

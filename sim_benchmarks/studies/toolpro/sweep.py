@@ -12,6 +12,8 @@ connection; latency is wall-clock with the round-trip time injected as real slee
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -23,21 +25,26 @@ from agents.toolpro.graph import ToolProPolicy
 from envs.errors import ConfigError
 from envs.services.env import WorkflowEnv, WorkflowEnvOptions
 from envs.services.workflows import get_task
-from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
+from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.studies.aux.results import mean_ci
 from sim_benchmarks.train_log import write_json_atomic
 
 MODES = {"stepwise": "stepwise", "program_only": "program", "toolpro": "auto"}
 
 
-def parse_numbers(text: str, what: str, cast: type = int, minimum: float = 0) -> list[Any]:
-    """``"0,50,200"`` → [0, 50, 200]; ConfigError (exit 2, one line) unless every value is a number >= minimum."""
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")  # output files NAME.json and NAME.png inside --out
+
+
+def parse_numbers(text: str, what: str, cast: type = int, minimum: float = 0, maximum: float = 5000) -> list[Any]:
+    """``"0,50,200"`` → [0, 50, 200]; ConfigError (exit 2, one line) unless every value is a finite number in
+    ``minimum..maximum``."""
     try:
         values = [cast(x) for x in text.split(",") if x.strip()]
     except ValueError:
         values = []
-    if not values or min(values) < minimum:
-        raise ConfigError(f"{what} must be comma-separated {cast.__name__}s >= {minimum:g}, got {text!r}")
+    if not values or not all(math.isfinite(v) and minimum <= v <= maximum for v in values):
+        raise ConfigError(f"{what} must be comma-separated {cast.__name__}s in {minimum:g}..{maximum:g}, got "
+                          f"{text!r}")
     return values
 
 
@@ -107,14 +114,16 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="sim_benchmarks.studies.toolpro.sweep", description=__doc__)
     p.add_argument("--rtt", default="0,50,200")
     p.add_argument("--length", default="2,10,50")
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--reps", type=int, default=3, min=1, max=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tasks", default="", help="comma-separated workflow tasks instead of ship_paid_{length-1} "
                    "(their call counts replace --length)")
     p.add_argument("--name", default="sweep", help="output files NAME.json and NAME.png")
-    p.add_argument("--out", type=Path, default=Path("docs/results/toolpro"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("docs/results/toolpro"))
     args = p.parse_args(argv)
-    require_positive(args, ("reps",))
+    if not NAME.fullmatch(args.name):
+        raise ConfigError(f"--name must be a plain file name (letters, digits, '_', '-', '.'; not starting with "
+                          f"'.'), got {args.name!r}")
     rtts = parse_numbers(args.rtt, "--rtt", float)
     if args.tasks:
         workflows = [(get_task(t).calls_hint, get_task(t).name) for t in args.tasks.split(",")]

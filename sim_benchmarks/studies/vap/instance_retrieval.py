@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", default="", help="comma-separated personalized_simpler tasks (default: all)")
     parser.add_argument("--instance-checkpoint", type=Path, default=None,
                         help="instance embedder folder for the instance* matchers (default: the shipped one)")
-    parser.add_argument("--out", type=Path, default=Path("runs/instance_retrieval"))
+    parser.add_argument("--out", writes="folder", type=Path, default=Path("runs/instance_retrieval"))
     args = parser.parse_args(argv)
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be a positive integer, got {args.episodes}")

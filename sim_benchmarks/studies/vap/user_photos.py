@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"comma-separated bodies for the photos: {', '.join(CATEGORIES)}")
     parser.add_argument("--user-distractors", default="lookalikes", help=f"one of {', '.join(USER_DISTRACTORS)}")
     parser.add_argument("--tasks", default="", help="comma-separated personalized_simpler tasks (default: all)")
-    parser.add_argument("--out", type=Path, default=Path("runs/vap_user_photos"))
+    parser.add_argument("--out", writes="folder", type=Path, default=Path("runs/vap_user_photos"))
     args = parser.parse_args(argv)
     for flag, value in (("--episodes", args.episodes), ("--retrieval-episodes", args.retrieval_episodes)):
         if value < 0:

@@ -442,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--episodes", type=int, default={"speed": 3}.get(name, 30))
         seeds = {"grounding": 10000, "ablation": 20000, "calibrate": 0, "speed": 30000}
         p.add_argument("--seed", type=int, default=seeds[name])
-        p.add_argument("--out", type=Path, default=Path(f"runs/vap_{name}"))
+        p.add_argument("--out", writes="folder", type=Path, default=Path(f"runs/vap_{name}"))
         p.add_argument("--tasks", default="", help="comma-separated personalized_simpler tasks (default: all)")
         if name == "speed":
             p.add_argument("--repeats", type=int, default=3)

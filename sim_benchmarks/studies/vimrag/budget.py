@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="test", choices=["dev", "test"])
     ap.add_argument("--limit", type=int, default=None, help="first N questions only")
     ap.add_argument("--seeds", default="0", help="reader/planner seeds, e.g. 0,1,2 (0 = the default stack)")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", writes="folder", type=Path, required=True)
     args = ap.parse_args(argv)
     budgets = parse_ints(args.budgets, "--budgets")
     seeds = parse_seeds(args.seeds)

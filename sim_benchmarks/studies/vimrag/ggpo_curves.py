@@ -109,6 +109,22 @@ def report(runs: list[dict], out: Path) -> str:
     return md
 
 
+CURVE_KEYS = ("credit", "seed", "episodes", "curve", "test_accuracy")
+
+
+def read_curves(path: Path) -> list[dict]:
+    """The runs ``curves.json`` holds; ConfigError naming the file when it is not the list of runs this study wrote."""
+    try:
+        runs = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{str(path)!r} is not readable JSON ({type(exc).__name__}); remove it or pass another "
+                          "--out") from None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and all(k in r for k in CURVE_KEYS) for r in runs):
+        raise ConfigError(f"{str(path)!r} is not a list of runs with {', '.join(CURVE_KEYS)}; remove it or pass "
+                          "another --out")
+    return runs
+
+
 @main_guard
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
@@ -116,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                         description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--credits", default="ggpo,trajectory")
-    ap.add_argument("--episodes", type=int, default=3072)
-    ap.add_argument("--eval-every", type=int, default=256)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--episodes", type=int, default=3072, min=1, max=1_000_000)
+    ap.add_argument("--eval-every", type=int, default=256, min=1, max=1_000_000)
+    ap.add_argument("--out", writes="folder", type=Path, required=True)
     ap.add_argument("--report", action="store_true", help="only (re)write the table and plot from curves.json")
     args = ap.parse_args(argv)
     seeds = [] if args.report else parse_seeds(args.seeds)
@@ -126,11 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     for c in credits:
         if c not in ("ggpo", "trajectory"):
             raise ConfigError(f"unknown credit {c!r}; valid: ggpo, trajectory")
-    if args.episodes <= 0 or args.eval_every <= 0:
-        raise ConfigError("--episodes and --eval-every must be positive integers")
-    args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "curves.json"
-    runs = json.loads(path.read_text()) if path.exists() else []
+    runs = read_curves(path) if path.exists() else []
+    if args.report and not runs:
+        raise ConfigError(f"--report needs the runs in {str(path)!r}, and there are none; run without --report first")
+    args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
     torch.set_num_threads(1)

@@ -139,7 +139,7 @@ def table(res: dict) -> str:
 def build_parser() -> ArgumentParser:
     """CLI of the diagnostic."""
     p = ArgumentParser(prog="python -m sim_benchmarks.studies.vimrag.neighbour", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="results folder (results.json, table.md)")
+    p.add_argument("--out", writes="folder", required=True, help="results folder (results.json, table.md)")
     p.add_argument("--corpus-seed", type=int, default=0)
     p.add_argument("--reader-seed", type=int, default=0)
     return p

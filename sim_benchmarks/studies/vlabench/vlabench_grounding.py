@@ -103,7 +103,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--tracks", default=",".join(PERSONAL_TRACKS), help="comma-separated personal tracks")
     ap.add_argument("--tasks", default=",".join(PICK_PLACE_TASKS),
                     help="comma-separated tasks (default: the three pick-and-place tasks the results page reports)")
-    ap.add_argument("--out", type=Path, required=True, help="results folder (created; must be empty or absent)")
+    ap.add_argument("--out", writes="folder", type=Path, required=True,
+                    help="results folder (created; must be empty or absent)")
     args = ap.parse_args(argv)
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")

@@ -49,7 +49,7 @@ def run(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--cameras", default=",".join(CAMERAS), help="comma-separated views to render")
-    ap.add_argument("--out", type=Path, default=None, help="JSON output file")
+    ap.add_argument("--out", writes="file", type=Path, default=None, help="JSON output file")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.repeats < 1:
         raise ConfigError(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -10,7 +11,7 @@ from envs.services.runtime import ServiceRuntime, create_database, tool_specs
 from envs.services.tools import ServiceError
 from envs.services.workflows import TASKS, expected_state, state, state_diff
 from policies.toolpro.checker import check
-from policies.toolpro.executor import ProgramExecutor
+from policies.toolpro.executor import ExecutorLimits, ProgramExecutor
 from policies.toolpro.interpreter import ToolFailure, execute
 from policies.toolpro.planner import plan
 from policies.toolpro.program import ProgramError, parse_program
@@ -135,3 +136,40 @@ def test_sandbox_contains_abuse_and_service_keeps_serving(tmp_path, name):
     assert out["status"] == status and reason in out["error"]["message"], out
     assert state(rt.conn) == before
     assert rt.call("get_flight", {"flight_id": 1})[0]["id"] == 1  # still serving
+
+
+def test_new_abuse_attempts_are_contained_in_process(tmp_path):
+    """The attempts added to the abuse table: each ends as a typed, non-retryable report, never an exception."""
+    from policies.toolpro.program import TRANSIENT
+    from sim_benchmarks.studies.toolpro.abuse import MODULES, PROGRAMS, _packed_deep
+
+    rt = runtime(tmp_path, "travel")
+    before = state(rt.conn)
+    ex = ProgramExecutor(rt, ExecutorLimits(sandbox=SandboxLimits(fuel=20_000_000, wall_s=0.5)))
+    wall = "infinite loop of host sleeps in the (start) function (wall clock)"
+    attempts = [("run_module", MODULES[n]) for n in (wall, "integer doubled past 4300 digits, returned",
+                                                     "list pushed into itself, returned",
+                                                     "two lists pushed into each other, returned",
+                                                     "lists nested 100 000 deep, returned")]
+    attempts += [("run", p.get("program") or _packed_deep(300_000)) for n, p in PROGRAMS.items()
+                 if "nested" in n or "floats" in n]
+    for kind, payload in attempts:
+        out = ex.run_module(payload, "a") if kind == "run_module" else ex.run(payload, "a")
+        assert out["status"] in ("rejected", "trapped"), out
+        assert out["error"]["kind"] not in TRANSIENT and out["error"]["message"], out
+        json.dumps(out, allow_nan=False)  # the report itself is plain JSON
+    assert ex.run_module(MODULES[wall], "w")["error"]["message"] == "wall-clock deadline"
+    assert state(rt.conn) == before
+    assert rt.call("get_flight", {"flight_id": 1})[0]["id"] == 1
+
+
+def test_program_nesting_is_bounded_without_recursion():
+    deep: dict = {"lit": 1}
+    for _ in range(5000):
+        deep = {"not": deep}
+    with pytest.raises(ProgramError, match="nests deeper than"):
+        parse_program({"service": "travel", "body": {"return": deep}})
+    shallow = {"lit": 1}
+    for _ in range(100):
+        shallow = {"not": shallow}
+    assert parse_program({"service": "travel", "body": {"return": shallow}}).service == "travel"
