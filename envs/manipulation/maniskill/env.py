@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.config import Options, require
+from envs.config import Options, option
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.maniskill import driver
 
@@ -43,12 +43,8 @@ class ManiSkillOptions(Options):
     """``--env-option`` keys of the ``maniskill`` suite (also ``gym.make`` keyword options)."""
 
     title = "maniskill env"
-    image_size: int = field(default=128, metadata={"help": "side of the square base-camera image (pixels)"})
-    max_steps: int = field(default=100, metadata={"help": "control steps (20 Hz) before truncation"})
-
-    def check(self) -> None:
-        require(16 <= self.image_size <= 512, f"image_size must be in [16, 512], got {self.image_size}")
-        require(1 <= self.max_steps <= 10_000, f"max_steps must be in [1, 10000], got {self.max_steps}")
+    image_size: int = option(128, "side of the square base-camera image (pixels)", min=16, max=512)
+    max_steps: int = option(100, "control steps (20 Hz) before truncation", min=1, max=10_000)
 
 
 def _numpy(x: Any) -> np.ndarray:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from envs.errors import ConfigError, choice_error
-from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
+from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
 from sim_benchmarks.train_log import write_json_atomic
 
@@ -54,19 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="launch.study maniskill.maniskill_speed", description=__doc__.splitlines()[0])
     p.add_argument("--task", default="PickCube-v1")
     p.add_argument("--image-sizes", default="128,224", help="comma-separated camera sizes (pixels)")
-    p.add_argument("--steps", type=int, default=100, help="timed steps per repeat")
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=100, min=1, max=1_000_000, help="timed steps per repeat")
+    p.add_argument("--warmup", type=int, default=10, min=0, max=1_000_000)
+    p.add_argument("--repeats", type=int, default=3, min=1, max=1000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("runs/maniskill_speed"))
+    p.add_argument("--out", writes="folder", type=Path, default=Path("runs/maniskill_speed"))
     args = p.parse_args(argv)
-    require_positive(args, ("steps", "repeats"))
     if args.task not in TASK_IDS:
         raise choice_error("task", args.task, list(TASK_IDS))
     try:
         sizes = [int(s) for s in args.image_sizes.split(",") if s]
     except ValueError as exc:
         raise ConfigError(f"--image-sizes must be comma-separated integers, got {args.image_sizes!r}") from exc
+    if not sizes or any(not 16 <= n <= 512 for n in sizes):
+        raise ConfigError(f"--image-sizes must be integers in [16, 512], got {args.image_sizes!r}")
     limit_threads(1)
     load0 = os.getloadavg()
     rows = [time_steps(args.task, n, args.steps, args.warmup, args.repeats, args.seed) for n in sizes]
