@@ -172,7 +172,8 @@ def open_database(service: str, db: str | Path, seed: int | None = None) -> Path
         raise ConfigError(f"--seed {seed} only seeds a new database, and --db {str(db)!r} exists; "
                           "give a new path or leave out --seed")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        # immutable: a read-only look that creates no -wal/-shm files next to a database that turns out to be wrong
+        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         finally:

@@ -31,8 +31,9 @@ async def _conversation(db: Path) -> dict:
             out["tools"] = {t.name: t for t in (await session.list_tools()).tools}
             flights = await session.call_tool("search_flights", {"origin": "AMS", "dest": "BER", "day": 1})
             out["read"] = flights
-            flight = flights.structured_content["result"]["flights"][0]["flight_id"]
+            flight = flights.structured_content["result"]["flights"][0]["id"]
             book = {"flight_id": flight, "traveller": "ada", "idempotency_key": "trip-1"}
+            out["flight"] = flight
             out["write"] = await session.call_tool("book_flight", book)
             out["replay"] = await session.call_tool("book_flight", book)
             out["bookings"] = await session.call_tool("list_bookings", {"traveller": "ada"})
@@ -45,6 +46,7 @@ def test_official_client_lists_reads_writes_replays_and_gets_errors_as_results(t
     db = tmp_path / "new" / "travel.db"
     db.parent.mkdir()
     out = anyio.run(_conversation, db)
+    flight = out["flight"]
     assert out["server"] == "embodia-travel"
     tools = out["tools"]
     assert {"search_flights", "book_flight", "list_bookings"} <= set(tools)
@@ -59,10 +61,11 @@ def test_official_client_lists_reads_writes_replays_and_gets_errors_as_results(t
     assert unknown.is_error and unknown.content[0].text.startswith("not_found: unknown tool 'drop_tables'")
     assert unknown.structured_content["error"]["kind"] == "not_found"
     assert out["bad_argument"].is_error and out["bad_argument"].content[0].text.startswith("invalid_argument: ")
-    # The new database holds world 3 (plus the one booking).
+    # The new database holds world 3, plus the one booking (one seat fewer on its flight).
     reference = create_database(tmp_path / "ref.db", "travel", 3)
     with sqlite3.connect(db) as got, sqlite3.connect(reference) as ref:
-        assert state(got)["flights"] == state(ref)["flights"]
+        booked = [(*r[:-1], r[-1] - (r[0] == flight)) for r in state(ref)["flights"]]
+        assert state(got)["flights"] == booked
 
 
 async def _call_after_table_dropped(db: Path) -> tuple:
