@@ -73,7 +73,7 @@ def _transformer_predictor(ctx: PolicyContext):
     from policies.next_token.pretrained import default_model
     from policies.next_token.transformer import TransformerPredictor
 
-    return TransformerPredictor(default_model(_n_opponent(ctx)))
+    return TransformerPredictor(default_model(_n_opponent(ctx), train=False))  # evaluation never trains
 
 
 def _explicit(ctx: PolicyContext):

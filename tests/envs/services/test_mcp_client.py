@@ -106,7 +106,7 @@ def test_bad_flags_exit_2_with_one_line_and_create_nothing(module, flags, messag
     before = sorted(p.name for p in tmp_path.iterdir())
     args = [f.format(tmp=tmp_path) for f in flags]
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=60)
+                          stdin=subprocess.DEVNULL, timeout=600)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message.format(tmp=tmp_path) in lines[0] and "Traceback" not in proc.stderr
