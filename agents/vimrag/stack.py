@@ -1,11 +1,14 @@
 """Assembling the VimRAG stack: corpus + encodings, tools, reader, planner; the harness policy that runs the graph.
 
-Everything derived from the corpus is cached next to it (encodings, the trained reader, the GGPO-trained planner)
-and rebuilt deterministically from the seeds when missing.
+The encodings are cached next to the corpus and rebuilt deterministically when missing. The trained reader and
+planner of the default corpus ship in ``checkpoints/vimrag`` (:mod:`agents.vimrag.shipped`, made by
+``python -m launch.train_vimrag``); others are cached next to their corpus. Studies train a missing part on first
+use (``train=True``); evaluation never does (``train=False``: a missing part is a ConfigError naming the command).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import functools
 import time
@@ -17,9 +20,10 @@ from agents.vimrag.agent import VimragAgent
 from agents.vimrag.ggpo import TrainConfig, train_planner
 from agents.vimrag.options import DEFAULT_BUDGET, VimragOptions
 from agents.vimrag.planner import LearnedPlanner
+from agents.vimrag.shipped import missing_part, shipped_part, train_command
 from envs.rag.corpus import corpus_dir, fitting_half
 from policies.vimrag.knowledge_base import KnowledgeBase, load_knowledge_base
-from policies.vimrag.reader import VisualReader, load_or_train_reader
+from policies.vimrag.reader import VisualReader, load_or_train_reader, load_reader, reader_path
 from policies.vimrag.tools import RetrievalTools
 
 
@@ -32,14 +36,26 @@ class Stack:
     reader: VisualReader
     folder: Path
     reader_seed: int = 0
+    shipped: bool = False  # the default corpus: its trained parts may ship in checkpoints/vimrag
 
 
 @functools.lru_cache(maxsize=4)
-def load_stack(corpus_seed: int = 0, folder: str | None = None, reader_seed: int = 0) -> Stack:
-    """Corpus, encodings, tools and reader for one corpus seed (built and cached on first use)."""
+def load_stack(corpus_seed: int = 0, folder: str | None = None, reader_seed: int = 0, train: bool = True) -> Stack:
+    """Corpus, encodings, tools and reader for one corpus seed (corpus and encodings built and cached on first use).
+
+    The reader is the shipped one when there is one, else the corpus cache's; a missing reader is trained and cached
+    when ``train``, a ConfigError otherwise."""
     kb = load_knowledge_base(corpus_seed, folder)
     where = Path(folder) if folder is not None else corpus_dir(corpus_seed)
-    return Stack(kb, RetrievalTools(kb), load_or_train_reader(kb, where, reader_seed), where, int(reader_seed))
+    name = reader_path(Path("."), reader_seed).name
+    shipped = shipped_part(name, corpus_seed) if folder is None else None
+    if shipped is not None:
+        reader = load_reader(kb, shipped)
+    elif not train and not reader_path(where, reader_seed).exists():
+        raise missing_part("reader", where, train_command(corpus_seed, folder, reader_seed))
+    else:
+        reader = load_or_train_reader(kb, where, reader_seed)
+    return Stack(kb, RetrievalTools(kb), reader, where, int(reader_seed), folder is None)
 
 
 # Bumped whenever the agent a planner is trained in, or how the cached planner is chosen, changes, so that no planner
@@ -59,26 +75,50 @@ def planner_path(stack: Stack, credit: str, seed: int) -> Path:
     return stack.folder / f"planner_v{PLANNER_VERSION}_{credit}_seed{int(seed)}{reader}.pt"
 
 
-def trained_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: int = DEFAULT_BUDGET) -> LearnedPlanner:
-    """The planner for ``credit`` and ``seed``, trained and cached when missing: ``PLANNER_RESTARTS`` runs of the
-    default TrainConfig (seeds ``seed + RESTART_SEED_STRIDE * k``) on the planner's half of the train runs, and the
-    one with the highest final dev accuracy kept (ties: the earlier run). The test split is never looked at."""
+def trained_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: int = DEFAULT_BUDGET,
+                    train: bool = True) -> LearnedPlanner:
+    """The planner for ``credit`` and ``seed``: the shipped one when there is one, else the cached one; when neither
+    exists, trained by :func:`train_best_planner` and cached if ``train``, a ConfigError otherwise."""
     path = planner_path(stack, credit, seed)
+    if getattr(stack, "shipped", False):
+        shipped = shipped_part(path.name, stack.kb.corpus.seed)
+        if shipped is not None:
+            return LearnedPlanner.load(shipped)
+    if not train and not path.exists():
+        folder = None if getattr(stack, "shipped", False) else stack.folder
+        raise missing_part(f"planner ({credit}, seed {seed})", stack.folder,
+                           train_command(stack.kb.corpus.seed, folder, stack.reader_seed, seed, credit))
     with open(stack.folder / ".planner.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.exists():
             return LearnedPlanner.load(path)
-        agent = VimragAgent(stack.tools, stack.reader, None, mode="graph", budget=budget, read_floor=0)
-        corpus = stack.kb.corpus
-        train, dev = fitting_half(corpus.split("train"), "planner"), corpus.split("dev")
-        best: tuple[float, LearnedPlanner] | None = None
-        for k in range(PLANNER_RESTARTS):
-            cfg = TrainConfig(credit=credit, seed=int(seed) + RESTART_SEED_STRIDE * k)
-            planner, curve = train_planner(agent, train, dev, cfg)
-            if best is None or curve[-1]["dev_accuracy"] > best[0]:
-                best = (curve[-1]["dev_accuracy"], planner)
-        best[1].save(path)
-        return best[1]
+        planner, _ = train_best_planner(stack, credit, seed, budget)
+        planner.save(path)
+        return planner
+
+
+def train_best_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: int = DEFAULT_BUDGET,
+                       log=None, episodes: int | None = None) -> tuple[LearnedPlanner, list[list[dict]]]:
+    """``PLANNER_RESTARTS`` runs of the default TrainConfig (seeds ``seed + RESTART_SEED_STRIDE * k``) on the
+    planner's half of the train runs; the one with the highest final dev accuracy is kept (ties: the earlier run).
+    The test split is never looked at. Returns the kept planner and every run's dev curve; ``log(k, point)``
+    sees each curve point of run ``k``; ``episodes`` shortens each run (smoke tests; default: TrainConfig's)."""
+    agent = VimragAgent(stack.tools, stack.reader, None, mode="graph", budget=budget, read_floor=0)
+    corpus = stack.kb.corpus
+    train, dev = fitting_half(corpus.split("train"), "planner"), corpus.split("dev")
+    best: tuple[float, LearnedPlanner] | None = None
+    curves = []
+    for k in range(PLANNER_RESTARTS):
+        cfg = TrainConfig(credit=credit, seed=int(seed) + RESTART_SEED_STRIDE * k)
+        if episodes is not None:
+            cfg = dataclasses.replace(cfg, episodes=int(episodes), eval_every=min(cfg.eval_every, int(episodes)))
+        planner, curve = train_planner(agent, train, dev, cfg,
+                                       log=None if log is None else functools.partial(log, k))
+        curves.append(curve)
+        if best is None or curve[-1]["dev_accuracy"] > best[0]:
+            best = (curve[-1]["dev_accuracy"], planner)
+    assert best is not None
+    return best[1], curves
 
 
 @functools.lru_cache(maxsize=2)

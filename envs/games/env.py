@@ -8,14 +8,29 @@ Info carries the full-information feedback (payoff vector) and the running regre
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from envs.config import Options, require
 from envs.errors import ConfigError
 from envs.games.matrix import MatrixGame
 from envs.games.opponents import Opponent
+
+
+@dataclass(frozen=True)
+class GamesEnvOptions(Options):
+    """Options of a repeated game (``--env-option`` keys of the games suite, keywords of its gymnasium ids)."""
+
+    title = "games env"
+    rounds: int = field(default=1000, metadata={"help": "rounds per episode"})
+    game_seed: int = field(default=0, metadata={"help": "seed of the random KxN games' payoffs"})
+
+    def check(self) -> None:
+        require(1 <= self.rounds <= 10_000_000, f"rounds must be in [1, 10000000], got {self.rounds}")
+        require(self.game_seed >= 0, f"game_seed must be >= 0, got {self.game_seed}")
 
 
 def normalise_mixed(action: np.ndarray, k: int) -> np.ndarray:

@@ -1,13 +1,13 @@
 """PyBullet tabletop manipulation: the Personalized-SIMPLER tasks (``envs.manipulation.env``) and their parts.
 
 Importing this package registers gymnasium ids ``Embodia/PersonalizedSimpler-<Task>-v0`` (e.g.
-``Embodia/PersonalizedSimpler-FractalPickMy-v0``, ``Embodia/GenericSimpler-BridgePutOn-v0``); options are passed
-as ``gym.make(id, options={...})``.
+``Embodia/PersonalizedSimpler-FractalPickMy-v0``, ``Embodia/GenericSimpler-BridgePutOn-v0``); options
+(:class:`envs.manipulation.env.SimplerConfig`) are keywords, ``gym.make(id, image_size=96)``, or
+``gym.make(id, options={...})``. ``import envs.manipulation.vlabench`` adds Personalized-VLABench's ids.
 """
 
-import gymnasium as gym
-
 from envs.manipulation.tasks import GENERIC_TASKS, PERSONALIZED_TASKS
+from envs.registration import register_family
 
 
 def gym_id(task: str) -> str:
@@ -16,7 +16,5 @@ def gym_id(task: str) -> str:
     return f"Embodia/{family}-{''.join(w.capitalize() for w in task.split('_'))}-v0"
 
 
-for _task in [*PERSONALIZED_TASKS, *GENERIC_TASKS]:
-    if gym_id(_task) not in gym.registry:
-        gym.register(gym_id(_task), entry_point="envs.manipulation.env:PersonalizedSimplerEnv",
-                     kwargs={"task": _task}, max_episode_steps=None)
+register_family("PersonalizedSimpler", PERSONALIZED_TASKS, "envs.manipulation.env:make_gym_env", id_of=gym_id)
+register_family("GenericSimpler", GENERIC_TASKS, "envs.manipulation.env:make_gym_env", id_of=gym_id)

@@ -35,6 +35,7 @@ from envs.manipulation.objects import (
 from envs.manipulation.personal import PersonalObject, ReferenceSet, render_references
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT, TabletopScene
 from envs.manipulation.tasks import GENERIC_TASKS, PERSONALIZED_TASKS, TaskSpec, describe, instruction
+from envs.registration import merged_options
 
 ALL_TASKS: dict[str, TaskSpec] = {**PERSONALIZED_TASKS, **GENERIC_TASKS}
 INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " '-,."
@@ -445,4 +446,9 @@ def make_env(task: str, options: Mapping[str, Any] | None = None) -> Personalize
     return PersonalizedSimplerEnv(task, options)
 
 
-__all__ = ["ALL_TASKS", "COLOURS", "PersonalizedSimplerEnv", "SimplerConfig", "make_env"]
+def make_gym_env(task: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> PersonalizedSimplerEnv:
+    """``gym.make`` entry point: options as keywords or ``options={...}`` (:class:`SimplerConfig`)."""
+    return PersonalizedSimplerEnv(task, merged_options(options, kwargs))
+
+
+__all__ = ["ALL_TASKS", "COLOURS", "PersonalizedSimplerEnv", "SimplerConfig", "make_env", "make_gym_env"]

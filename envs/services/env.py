@@ -13,18 +13,22 @@ import atexit
 import os
 import shutil
 import sqlite3
+import string
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from envs.config import Options, require
 from envs.paths import check_sqlite_file
+from envs.registration import merged_options
 from envs.services import SERVICES
 from envs.services.runtime import create_database, reset_database
-from envs.services.workflows import expected_state, get_task, row_diff, state
+from envs.services.workflows import WorkflowTask, expected_state, get_task, row_diff, state
 
 
 @dataclass(frozen=True)
@@ -94,8 +98,9 @@ class WorkflowEnv(gym.Env):
         self.db_path = folder / f"{self.task.service}.db"
         if not self.db_path.exists():
             create_database(self.db_path, self.task.service, 0)
-        self.observation_space = gym.spaces.Dict({})
-        self.action_space = gym.spaces.Dict({})
+        self.observation_space = observation_space(self.task)
+        # The answer: only its status is read (extra keys of the agent's answer are ignored).
+        self.action_space = gym.spaces.Dict({"status": _text(32)})
         self._expected: dict[str, Any] = {}
         self._seed = 0
 
@@ -113,10 +118,19 @@ class WorkflowEnv(gym.Env):
         self._seed = int(seed or 0)
         reset_database(self.db_path, self.task.service, self._seed)
         self._expected = expected_state(self.task, self._seed)
-        obs = {"instruction": self.task.instruction, "task": self.task.name, "template": self.task.template,
-               "params": self.task.params, "run_id": f"{self.task.name}-{self._seed}", "seed": self._seed,
-               **self.deployment()}
-        return obs, {"task": self.task.name}
+        return self._observation(), {"task": self.task.name}
+
+    def _observation(self) -> dict[str, Any]:
+        # Lists become tuples: gymnasium's Sequence space holds tuples.
+        # Lists as tuples (gymnasium's Sequence space holds tuples); times as 0-d float64 arrays (a Box of shape ()).
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in self.task.params.items()}
+        deployment = self.deployment()
+        deployment["server_flags"] = tuple(deployment["server_flags"])
+        for key in ("rtt_ms", "jitter_ms"):
+            deployment[key] = np.asarray(deployment[key], dtype=np.float64)
+        return {"instruction": self.task.instruction, "task": self.task.name, "template": self.task.template,
+                "params": params, "run_id": f"{self.task.name}-{self._seed}", "seed": self._seed,
+                **deployment}
 
     def final_state_diff(self) -> int:
         """Rows that differ from the reference final state now."""
@@ -136,4 +150,33 @@ class WorkflowEnv(gym.Env):
         info = {"success": diff == 0, "state_diff": diff, "extra_rows": rows["extra"],
                 "missing_rows": rows["missing"], "changed_rows": rows["changed"],
                 "answered": isinstance(action, dict) and action.get("status") == "ok"}
-        return {}, float(diff == 0), True, False, info
+        return self._observation(), float(diff == 0), True, False, info
+
+
+def _text(max_length: int) -> gym.spaces.Text:
+    return gym.spaces.Text(max_length, min_length=0, charset=frozenset(string.printable))
+
+
+def observation_space(task: WorkflowTask) -> gym.spaces.Dict:
+    """What ``reset`` returns for ``task``: the task's intent (its own parameters) and how to reach its service."""
+    params: dict[str, gym.spaces.Space] = {}
+    for key, value in task.params.items():
+        if isinstance(value, list):
+            params[key] = gym.spaces.Sequence(_text(64))
+        elif isinstance(value, int):
+            params[key] = gym.spaces.Discrete(2**31)
+        else:
+            params[key] = _text(256)
+    path = _text(4096)
+    return gym.spaces.Dict({
+        "instruction": _text(512), "task": _text(64), "template": _text(64), "params": gym.spaces.Dict(params),
+        "run_id": _text(128), "seed": gym.spaces.Discrete(2**63 - 1),
+        "service": _text(16), "db": path, "server_flags": gym.spaces.Sequence(path),
+        "rtt_ms": gym.spaces.Box(0.0, 1e9, (), np.float64), "jitter_ms": gym.spaces.Box(0.0, 1e9, (), np.float64),
+    })
+
+
+def make_workflow_env(task: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> WorkflowEnv:
+    """The env of one workflow task; options as in :class:`WorkflowEnvOptions`, also as keywords (the ``gym.make``
+    entry point)."""
+    return WorkflowEnv(task, WorkflowEnvOptions.from_options(merged_options(options, kwargs)))

@@ -19,8 +19,8 @@ from typing import Any
 import jsonschema
 import numpy as np
 
+import envs.services.journal as journal
 from envs.errors import choice_error
-from envs.services import journal
 from envs.services.tools import ServiceError, ToolSpec
 
 KEY_FIELD = "idempotency_key"
@@ -28,7 +28,9 @@ KEY_FIELD = "idempotency_key"
 
 def service_module(service: str) -> ModuleType:
     """The module defining a service's SCHEMA, seed() and TOOLS."""
-    from envs.services import orders, tickets, travel
+    import envs.services.orders as orders
+    import envs.services.tickets as tickets
+    import envs.services.travel as travel
 
     modules = {"travel": travel, "orders": orders, "tickets": tickets}
     if service not in modules:

@@ -34,11 +34,18 @@ def checkpoint_path(n_actions: int) -> Path:
     return CHECKPOINT_DIR / f"d_n{int(n_actions)}.pt"
 
 
-def default_model(n_actions: int) -> CausalTransformer:
-    """The shipped model for N opponent actions, or (if absent) one trained now with the shipped recipe."""
+def default_model(n_actions: int, train: bool = True) -> CausalTransformer:
+    """The shipped model for N opponent actions, or (if absent) one trained now with the shipped recipe when
+    ``train`` (studies); evaluation passes ``train=False`` and gets a ConfigError naming the command instead."""
     path = checkpoint_path(n_actions)
     if path.exists():
         return load_model(path)
+    if not train:
+        from envs.errors import ConfigError
+
+        raise ConfigError(f"no next-token model for {int(n_actions)} opponent actions ({str(path)!r} missing); train "
+                          f"it: python -m launch.train --env games:<a game with {int(n_actions)} actions> --agent "
+                          f"next_token --steps {DEFAULT_STEPS} --seed {DEFAULT_SEED}, then copy its model.pt there")
     torch.set_num_threads(1)
     model, _ = train_next_token(TransformerConfig(n_actions=int(n_actions)), TrainConfig(steps=DEFAULT_STEPS),
                                 seed=DEFAULT_SEED)

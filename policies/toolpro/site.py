@@ -12,12 +12,11 @@ got before a crash: its logged calls) and ``ping`` (for profiling).
 
 from __future__ import annotations
 
-import argparse
 import uuid
 from typing import Any
 
 from envs.services.runtime import ServiceRuntime
-from envs.services.server import ExtraTool, add_server_arguments, runtime_from_args, serve_stdio
+from envs.services.server import ExtraTool, server_main
 from envs.services.tools import ServiceError
 from policies.toolpro import runlog
 from policies.toolpro.executor import ProgramExecutor
@@ -62,12 +61,10 @@ def program_tools(runtime: ServiceRuntime, executor: ProgramExecutor | None = No
     ]
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="policies.toolpro.site", description=__doc__)
-    add_server_arguments(p)
-    runtime = runtime_from_args(p.parse_args(argv))
-    serve_stdio(runtime, program_tools(runtime))
+def main(argv: list[str] | None = None) -> int:
+    """``python -m policies.toolpro.site``: the service's tools plus the program tools (flags as the server's)."""
+    return server_main("policies.toolpro.site", argv, __doc__, program_tools)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

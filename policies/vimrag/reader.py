@@ -276,6 +276,16 @@ def reader_path(kb_folder: Path, seed: int) -> Path:
     return Path(kb_folder) / f"reader_seed{int(seed)}.pt"
 
 
+def load_reader(kb: KnowledgeBase, path: Path) -> VisualReader:
+    """A reader saved at ``path`` (ConfigError naming the file when it cannot be loaded)."""
+    net = ReaderNet(kb.token_dim, len(answer_vocabulary()))
+    try:
+        net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except Exception as exc:
+        raise ConfigError(f"cannot load the vimrag reader {str(path)!r}: {type(exc).__name__}: {exc}") from None
+    return VisualReader(kb, net.eval())
+
+
 def load_or_train_reader(kb: KnowledgeBase, folder: Path, seed: int = 0) -> VisualReader:
     """The cached reader for ``seed``, training (about a minute on one core) and caching it when missing."""
     import fcntl
@@ -283,15 +293,10 @@ def load_or_train_reader(kb: KnowledgeBase, folder: Path, seed: int = 0) -> Visu
     path = reader_path(folder, seed)
     with open(Path(folder) / ".reader.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        net = ReaderNet(kb.token_dim, len(answer_vocabulary()))
         if path.exists():
-            try:
-                net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-            except Exception as exc:
-                raise ConfigError(f"cannot load the vimrag reader {str(path)!r}: {type(exc).__name__}: {exc}") from None
-        else:
-            net = train_reader(kb, seed)
-            tmp = path.with_suffix(".tmp")
-            torch.save(net.state_dict(), tmp)
-            tmp.replace(path)
+            return load_reader(kb, path)
+        net = train_reader(kb, seed)
+        tmp = path.with_suffix(".tmp")
+        torch.save(net.state_dict(), tmp)
+        tmp.replace(path)
     return VisualReader(kb, net.eval())

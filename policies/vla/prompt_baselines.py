@@ -131,11 +131,13 @@ class SoftPrompt:
 
 
 def fit_soft_prompt_from_library(text_encoder: Any, kinds: Sequence[str] = ("pick", "move_near", "put_on"),
-                                 ridge: float = 1.0, render_size: int = 160) -> dict[str, SoftPromptMap]:
+                                 ridge: float = 1.0, render_size: int = 160,
+                                 on_progress: Any = None) -> dict[str, SoftPromptMap]:
     """Fit one map per task kind on every train-split library object (reference-style renders, no robot data).
 
     Target for an object is the embedding of the generic instruction that names it ("pick up the red striped
-    mug"), so the predicted vector lives where the head's FiLM layers expect an instruction.
+    mug"), so the predicted vector lives where the head's FiLM layers expect an instruction. ``on_progress(n)``
+    is called after each object's references are encoded.
     """
     from envs.manipulation.objects import LIBRARY
     from envs.manipulation.personal import PersonalObject, render_references
@@ -147,6 +149,8 @@ def fit_soft_prompt_from_library(text_encoder: Any, kinds: Sequence[str] = ("pic
     for inst in train:
         refs = render_references(PersonalObject.from_library(inst.instance_id), render_size, 4).images
         feats.append(pooled_features(np.stack(refs)).mean(0))
+        if on_progress is not None:
+            on_progress(1)
     x = np.stack(feats)
     maps = {}
     for kind in kinds:

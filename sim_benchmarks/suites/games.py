@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from agents.repeated_game import games_episode_metrics
 from envs.config import Options, require
-from envs.games import GAMES, TASKS, make_games_env
+from envs.games import GAMES, TASKS, GamesEnvOptions, make_games_env
 from envs.games.env import RepeatedGameEnv
 from policies.next_token.agents import BestResponseAgent, HedgeAgent, RobustAgent, WindowedRobustAgent
 from policies.next_token.predictors import NGramPredictor
@@ -24,19 +24,6 @@ from sim_benchmarks.registry import (
 from sim_benchmarks.training.next_token import NextTokenTrainOptions, run_training
 
 SUITE = "games"
-
-
-@dataclass(frozen=True)
-class GamesEnvOptions(Options):
-    """``--env-option`` keys of the games suite."""
-
-    title = "games env"
-    rounds: int = field(default=1000, metadata={"help": "rounds per episode"})
-    game_seed: int = field(default=0, metadata={"help": "seed of the random KxN games' payoffs"})
-
-    def check(self) -> None:
-        require(1 <= self.rounds <= 10_000_000, f"rounds must be in [1, 10000000], got {self.rounds}")
-        require(self.game_seed >= 0, f"game_seed must be >= 0, got {self.game_seed}")
 
 
 @dataclass(frozen=True)
@@ -86,7 +73,7 @@ def _transformer_predictor(ctx: PolicyContext):
     from policies.next_token.pretrained import default_model
     from policies.next_token.transformer import TransformerPredictor
 
-    return TransformerPredictor(default_model(_n_opponent(ctx)))
+    return TransformerPredictor(default_model(_n_opponent(ctx), train=False))  # evaluation never trains
 
 
 def _explicit(ctx: PolicyContext):

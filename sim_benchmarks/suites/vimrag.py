@@ -7,49 +7,56 @@ and visual-token allocation (see :mod:`agents.vimrag.agent`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agents.vimrag.options import VimragOptions
-from envs.config import Options
-from envs.rag.corpus import QUESTION_TYPES, SPLITS, load_corpus
-from envs.rag.env import QuestionEnv
+from envs.rag.corpus import QUESTION_TYPES, load_corpus
+from envs.rag.env import QuestionEnv, QuestionEnvOptions, make_question_env
 from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
 
 SUITE = "vimrag"
 
 
-@dataclass(frozen=True)
-class VimragEnvOptions(Options):
-    """Env options of the vimrag suite (``--env-option key=value``)."""
-
-    title = "vimrag env options"
-    corpus_seed: int = dataclasses.field(default=0, metadata={"help": "seed of the generated corpus"})
-    corpus_dir: str | None = dataclasses.field(default=None, metadata={
-        "help": "folder of a saved corpus (corpus.json + pixels.npz) instead of the generated one"})
-    split: str = dataclasses.field(default="test", metadata={"help": "question split: train, dev or test"})
-
-    def check(self) -> None:
-        from envs.errors import choice_error
-
-        if self.split not in SPLITS:
-            raise choice_error("split", self.split, SPLITS)
+# The suite's env options are the question env's (also the keywords of its gymnasium ids).
+VimragEnvOptions = QuestionEnvOptions
 
 
 def make_env(task: str, options: Mapping[str, Any]) -> QuestionEnv:
     """The question env of one type over the (cached) corpus."""
+    announce_first_use(options)
+    return make_question_env(task, options)
+
+
+_ANNOUNCED: set[Path] = set()  # one line per corpus and process
+
+
+def announce_first_use(options: Mapping[str, Any]) -> None:
+    """One stderr line before the corpus or its encodings are built (the only parts evaluation builds itself), so a
+    first run is not silent; nothing when both are cached."""
+    import sys
+
+    from envs.rag.corpus import corpus_dir
+
     opts = VimragEnvOptions.from_options(options)
-    env = QuestionEnv(load_corpus(opts.corpus_seed, opts.corpus_dir), opts.split, task)
-    env.corpus_folder = opts.corpus_dir
-    return env
+    folder = Path(opts.corpus_dir) if opts.corpus_dir is not None else corpus_dir(opts.corpus_seed)
+    if folder in _ANNOUNCED:
+        return
+    _ANNOUNCED.add(folder)
+    if opts.corpus_dir is None and not (folder / "corpus.json").exists():
+        print(f"vimrag: generating the corpus of seed {opts.corpus_seed} and its encodings on first use (about a "
+              f"minute of CPU; cached in {folder})", file=sys.stderr, flush=True)
+    elif (folder / "corpus.json").exists() and not (folder / "features.npz").exists():
+        print(f"vimrag: encoding the corpus in {folder} on first use (about half a minute of CPU; cached there)",
+              file=sys.stderr, flush=True)
 
 
 def question_count(task: str, options: Mapping[str, Any]) -> int:
     """How many questions of type ``task`` the split holds: the most episodes a run of that task can have."""
     opts = VimragEnvOptions.from_options(options)
+    announce_first_use(options)
     return len(load_corpus(opts.corpus_seed, opts.corpus_dir).split(opts.split, task))
 
 
@@ -89,14 +96,15 @@ def _factory(mode: str):
         opts = VimragOptions.from_options(ctx.options, strict=False)
         backend = reader_backend(opts)  # first: an unreachable endpoint fails before the stack is built
         corpus = ctx.env.unwrapped.corpus
-        stack = load_stack(corpus.seed, getattr(ctx.env.unwrapped, "corpus_folder", None))
+        # Evaluation never trains: the reader and planner are the shipped ones (or a corpus folder's own).
+        stack = load_stack(corpus.seed, getattr(ctx.env.unwrapped, "corpus_folder", None), train=False)
         if opts.planner == "smollm2":
             from agents.vimrag.planner import ConstrainedLMPlanner
             from perception.smollm2 import load_smollm2
 
             planner = ConstrainedLMPlanner(*load_smollm2(), stack.tools.payload)
         else:
-            planner = trained_planner(stack, opts.credit, opts.planner_seed)
+            planner = trained_planner(stack, opts.credit, opts.planner_seed, train=False)
         gold = {q.qid: q for q in corpus.questions}
         agent = VimragAgent(stack.tools, make_reader(stack, opts, backend), planner, mode=mode, budget=opts.budget,
                             max_steps=opts.max_steps, gold=gold)

@@ -15,16 +15,10 @@ ignore the checkpoint's attribute detectors, and with them its base localiser, f
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
-from envs.cache_files import corrupt_cache, read_npz
 from envs.config import Options, require
 from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
 
@@ -96,35 +90,12 @@ def _hard_prompt(ctx: PolicyContext) -> HardPrompt:
     return HardPrompt(_generic(ctx))
 
 
-def _soft_cache_path() -> Path:
-    # The fit is a pure function of the train-split library and the frozen encoders, so its result is cached on
-    # disk (like the mesh cache) under a key that changes whenever the library does.
-    from envs.manipulation.objects import LIBRARY
-
-    train = sorted(repr(inst) for inst in LIBRARY.values() if inst.split == "train")
-    key = hashlib.sha256(("soft_prompt/1\n" + "\n".join(train)).encode()).hexdigest()[:16]
-    root = os.environ.get("EMBODIA_CACHE") or os.path.join(tempfile.gettempdir(), f"embodia_cache_{os.getuid()}")
-    return Path(root) / f"soft_prompt_{key}.npz"
-
-
 @functools.lru_cache(maxsize=1)
 def _soft_maps() -> dict[str, SoftPromptMap]:
-    from perception.text_encoder import load_text_encoder
-    from policies.vla.prompt_baselines import SoftPromptMap, fit_soft_prompt_from_library
+    # Fitted once by `python -m launch.train_soft_prompt` and shipped: evaluation never fits them.
+    from policies.vla.soft_prompt_checkpoint import load_maps
 
-    path = _soft_cache_path()
-    if path.is_file():  # a corrupt cache is named (not blamed on the policy options) and rebuilt once deleted
-        arrays = read_npz(path, "soft-prompt cache")
-        if not arrays or any(a.ndim != 2 for a in arrays.values()):
-            raise corrupt_cache(path, "expected one 2-D map per object kind", "soft-prompt cache")
-        return {k: SoftPromptMap(a, (k,)) for k, a in arrays.items()}
-    # Fitted on train-split library renders (about a minute on one loaded core), then cached.
-    maps = fit_soft_prompt_from_library(load_text_encoder())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, **{k: m.weight for k, m in maps.items()})
-    os.replace(tmp, path)  # atomic: parallel workers may race to write the same cache
-    return maps
+    return load_maps()
 
 
 def _soft_prompt(ctx: PolicyContext) -> SoftPrompt:

@@ -1,8 +1,8 @@
 import math
 
+import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 from envs.errors import ConfigError
 from envs.games import (
@@ -22,8 +22,13 @@ from envs.games import (
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
-def test_every_task_passes_check_env(task):
-    check_env(make_games_env(task, rounds=20), skip_render_check=True)
+def test_every_task_passes_check_env_through_its_gym_id(task):
+    from envs.registration import family_id
+    from tests.envs.test_gym_ids import checked
+
+    env = gym.make(family_id("Games", task), rounds=20)
+    assert env.unwrapped.rounds == 20 and env.unwrapped.opponent_name in task
+    checked(env)
 
 
 def _opponent_moves(env, seed, rounds):

@@ -154,20 +154,6 @@ def test_corrupt_caches_are_named(tmp_path, monkeypatch):
         read_npz(tmp_path / "other.npz", "features cache", ("doc_emb",))
 
 
-def test_a_garbage_soft_prompt_cache_is_named_not_blamed_on_options(tmp_path, monkeypatch):
-    from sim_benchmarks.suites import vla_policies
-
-    monkeypatch.setenv("EMBODIA_CACHE", str(tmp_path))
-    path = vla_policies._soft_cache_path()
-    path.write_bytes(b"PK\x03\x04 truncated")
-    vla_policies._soft_maps.cache_clear()
-    try:
-        with pytest.raises(ConfigError, match=f"soft-prompt cache '{path}' is corrupt"):
-            vla_policies._soft_maps()
-    finally:
-        vla_policies._soft_maps.cache_clear()
-
-
 @pytest.mark.parametrize("damage", ["weights", "config"])
 def test_a_corrupt_smollm2_cache_is_named(tmp_path, monkeypatch, damage):
     from perception import smollm2

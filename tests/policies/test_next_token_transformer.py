@@ -86,3 +86,11 @@ def test_distillation_targets_are_the_robust_agent_and_training_fits_them():
     assert np.allclose(targets[1], traj.mixed, atol=1e-6)
     _, report = train_distilled(game, DistillConfig(rounds=60, histories=60, steps=120, d_model=16), seed=0)
     assert report["val_mean_tv"] < 0.25
+
+
+def test_evaluation_gets_an_error_not_a_training_run_for_a_missing_model():
+    from envs.errors import ConfigError
+
+    assert not checkpoint_path(7).exists()
+    with pytest.raises(ConfigError, match="no next-token model for 7 opponent actions"):
+        default_model(7, train=False)

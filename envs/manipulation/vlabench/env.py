@@ -49,6 +49,7 @@ from envs.manipulation.vlabench.scene import (
     matrix_to_euler,
 )
 from envs.manipulation.vlabench.tasks import TASKS, TRACKS, SelectionTask, subject
+from envs.registration import merged_options
 
 INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " '-,."
 LIFT = 0.08  # metres above the start height, while grasped
@@ -566,6 +567,11 @@ def make_env(task: str, options: Mapping[str, Any] | None = None) -> Personalize
     return PersonalizedVLABenchEnv(task, options)
 
 
+def make_gym_env(task: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> PersonalizedVLABenchEnv:
+    """``gym.make`` entry point: options as keywords or ``options={...}`` (:class:`VLABenchOptions`)."""
+    return PersonalizedVLABenchEnv(task, merged_options(options, kwargs))
+
+
 def episode_metrics(info: dict[str, Any], total_return: float, steps: int) -> dict[str, Any]:
     """The record's metrics: success, correct/wrong object, progress and intention scores."""
     return {
@@ -578,4 +584,4 @@ def episode_metrics(info: dict[str, Any], total_return: float, steps: int) -> di
     }
 
 
-__all__ = ["PersonalizedVLABenchEnv", "VLABenchOptions", "episode_metrics", "make_env"]
+__all__ = ["PersonalizedVLABenchEnv", "VLABenchOptions", "episode_metrics", "make_env", "make_gym_env"]

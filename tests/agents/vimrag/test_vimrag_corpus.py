@@ -9,14 +9,14 @@ import pytest
 
 from envs.manipulation.objects import COLOURS
 from envs.manipulation.scene import project_to_image
-from envs.rag.corpus import _SLOTS, MID_FRAMES, slot_name
+from envs.rag.corpus import _SLOTS, MID_FRAMES, QUESTION_TYPES, slot_name
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def stack(tiny_stack):
-    return tiny_stack  # tests/agents/vimrag/conftest.py
+    return tiny_stack  # tests/conftest.py
 
 
 def _slot_pixels(size: int) -> dict[str, tuple[int, int]]:
@@ -87,3 +87,19 @@ def test_reader_and_planner_are_fitted_on_disjoint_runs_and_types_are_drawn_even
     drawn = sample_by_type(train, np.random.default_rng(0), 5000)
     counts = [sum(q.qtype == t for q in drawn) for t in {q.qtype for q in train}]
     assert len(counts) >= len(QUESTION_TYPES) - 1 and max(counts) - min(counts) < 250  # slot questions are not ~60 %
+
+
+@pytest.mark.parametrize("qtype", sorted(QUESTION_TYPES))
+def test_every_question_type_passes_check_env_through_its_gym_id(qtype, stack) -> None:
+    import gymnasium as gym
+
+    import envs.rag  # noqa: F401  (registers the ids)
+    from envs.registration import family_id
+    from tests.envs.test_gym_ids import checked
+
+    env = gym.make(family_id("VimRAG", qtype), corpus_dir=str(stack[3]), split="train")
+    checked(env)
+    obs, _ = env.reset(seed=0)
+    assert obs["qid"] in {q.qid for q in stack[0].corpus.split("train", qtype)}
+    _, reward, terminated, _, info = env.step("nothing")
+    assert terminated and info["answer"] == "nothing" and reward == 0.0

@@ -206,7 +206,7 @@ def save_tiny_llava(folder: Path, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def stack(tiny_stack):
-    """The shared tiny corpus (tests/agents/vimrag/conftest.py) plus an untrained planner where the suite looks."""
+    """The shared tiny corpus (tests/conftest.py) plus an untrained planner where the suite looks."""
     from types import SimpleNamespace
 
     from agents.vimrag.planner import LearnedPlanner, PolicyNet

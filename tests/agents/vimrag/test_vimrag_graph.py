@@ -19,7 +19,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def stack(tiny_stack):
-    return tiny_stack  # tests/agents/vimrag/conftest.py
+    return tiny_stack  # tests/conftest.py
 
 
 def fake_model(replies: list[str]):

@@ -15,8 +15,8 @@ SMALL = {"image_size": 64}
 
 
 @pytest.mark.parametrize("task", sorted(ALL_TASKS))
-def test_check_env_every_task(task):
-    env = make_env(task, {**SMALL, "privileged": True, "references": False})
+def test_check_env_every_task_through_its_gym_id(task):
+    env = gym.make(gym_id(task), **SMALL, privileged=True, references=False).unwrapped
     check_env(env, skip_render_check=True)
     env.close()
 

@@ -18,8 +18,12 @@ FAST = {"image_size": 64, "references": False}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", sorted(TASKS))
-def test_check_env_every_task(task):
-    env = make_env(task, {**FAST, "max_steps": 5})
+def test_check_env_every_task_through_its_gym_id(task):
+    import gymnasium as gym
+
+    from envs.registration import family_id
+
+    env = gym.make(family_id("PersonalizedVLABench", task), **FAST, max_steps=5).unwrapped
     try:
         check_env(env, skip_render_check=True)
     finally:

@@ -33,3 +33,30 @@ def test_soft_prompt_ridge_recovers_linear_map():
     target = y[0] / np.linalg.norm(y[0])
     np.testing.assert_allclose(pred, target, atol=1e-4)
     assert abs(np.linalg.norm(pred) - 1.0) < 1e-5
+
+
+def test_shipped_soft_prompt_maps_load_verified_and_match_the_library(tmp_path):
+    import json
+    import shutil
+
+    import numpy as np
+    import pytest
+
+    from envs.errors import ConfigError
+    from policies.vla.soft_prompt_checkpoint import SOFT_PROMPT_DIR, load_maps
+
+    maps = load_maps()  # the shipped ones: sha256 and library key checked
+    assert set(maps) == {"pick", "move_near", "put_on"}
+    assert all(m.weight.shape == (1281, 384) for m in maps.values())
+    copy = tmp_path / "maps"
+    shutil.copytree(SOFT_PROMPT_DIR, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "library_key": "another"}))
+    with pytest.raises(ConfigError, match="another object library; refit: python -m launch.train_soft_prompt"):
+        load_maps(copy)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    np.savez(copy / "maps.npz", pick=np.zeros((1281, 384), np.float32))
+    with pytest.raises(ConfigError, match="do not match the sha256"):
+        load_maps(copy)
+    with pytest.raises(ConfigError, match="manifest.json missing"):
+        load_maps(tmp_path / "none")

@@ -1,4 +1,5 @@
-"""One tiny generated corpus (10 runs) with its encodings and a 5-step reader, shared by the vimrag test modules."""
+"""Shared fixtures: one tiny generated VimRAG corpus (10 runs) with its encodings and a 5-step reader, used by the
+vimrag tests and the VimRAG launch file's run."""
 
 from __future__ import annotations
 
