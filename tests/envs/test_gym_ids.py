@@ -18,6 +18,7 @@ from gymnasium.utils.env_checker import check_env
 
 import envs.games
 import envs.manipulation
+import envs.manipulation.maniskill
 import envs.manipulation.vlabench
 import envs.rag
 import envs.services  # noqa: F401  (imports register the ids)
@@ -27,7 +28,7 @@ from envs.registration import FAMILIES
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"PersonalizedSimpler": "envs.manipulation", "GenericSimpler": "envs.manipulation",
             "PersonalizedVLABench": "envs.manipulation.vlabench", "Games": "envs.games", "VimRAG": "envs.rag",
-            "ToolPro": "envs.services"}
+            "ToolPro": "envs.services", "ManiSkill": "envs.manipulation.maniskill"}
 
 
 def checked(env: gym.Env) -> None:

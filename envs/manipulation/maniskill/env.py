@@ -25,6 +25,7 @@ from gymnasium import spaces
 from envs.config import Options, option
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.maniskill import driver
+from envs.registration import merged_options
 
 # ManiSkill id -> instruction (the built-in tabletop tasks that need no download; same order as TASK_IDS)
 TASKS: dict[str, str] = {
@@ -73,10 +74,10 @@ class ManiSkillEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
     def __init__(self, task: str = "PickCube-v1", options: Mapping[str, Any] | None = None,
-                 render_mode: str | None = "rgb_array") -> None:
+                 render_mode: str | None = "rgb_array", **kwargs: Any) -> None:
         if task not in TASKS:
             raise choice_error("maniskill task", task, sorted(TASKS))
-        self.config = ManiSkillOptions.from_options(dict(options or {}))
+        self.config = ManiSkillOptions.from_options(merged_options(options, kwargs))
         driver.activate()
         try:
             import mani_skill.envs  # noqa: F401  (registers the ManiSkill ids)
