@@ -1,7 +1,9 @@
 """``python -m sim_benchmarks.studies.aux METHOD --seeds 0-4 --out DIR``: run one aux method's experiment.
 
-Writes ``DIR/results.json`` (schema ``embodia.aux/1``: per-seed numbers, the pass metric with its 95 % CI, wall
-time, whether the data is synthetic) and prints a one-line verdict. ``--list`` names every method and its claim.
+Writes ``DIR/results.json`` (schema ``embodia.aux/2``: per-seed numbers, the pass metric with its 95 % CI, wall
+time, whether the data is synthetic, the verdict with its margin and headroom) and prints the verdict (yes /
+partly / no / inconclusive) with a one-line summary. ``--list`` names every method and its claim. A method may be
+named with or without its underscores (``manifold_kv`` or ``manifoldkv``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,13 @@ from pathlib import Path
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard, parse_seeds
 from sim_benchmarks.studies.aux import methods
+
+
+def canonical_name(name: str, registry: dict) -> str | None:
+    """The registered method ``name`` means, ignoring case, underscores and hyphens (None if it names none)."""
+    def key(text: str) -> str:
+        return text.lower().replace("_", "").replace("-", "")
+    return {key(m): m for m in registry}.get(key(name))
 
 
 @main_guard
@@ -29,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, module in registry.items():
             print(f"{name}: {module.CLAIM}")
         return 0 if args.list else 2
-    if args.method not in registry:
+    method = canonical_name(args.method, registry)
+    if method is None:
         raise choice_error("aux method", args.method, sorted(registry))
+    args.method = method
     seeds = parse_seeds(args.seeds)
     out = args.out or Path("runs/aux") / args.method
     if out.exists() and not out.is_dir():
@@ -40,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     result.wall_s = time.perf_counter() - start
     path = result.write(out)
     lo, hi = result.ci95
-    print(f"{result.method}: {result.metric} = {result.value:.4g} [95% CI {lo:.4g}, {hi:.4g}] -> {result.verdict} "
-          f"({path})")
+    print(f"{result.method}: {result.metric} = {result.value:.4g} [95% CI {lo:.4g}, {hi:.4g}] -> {result.verdict}: "
+          f"{result.summary} ({path})")
     return 0
 
 

@@ -142,13 +142,13 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     for key in ("retain_drop_pts", "forget_acc"):
         m, a, b = mean_ci([r["hard/hamu"][key] for r in per_seed])
         checks[f"hard_{key}_at_stop/hamu"] = {"mean": m, "ci95": [a, b]}
-    verdict = ("reproduced" if passed else "not reproduced") + (
+    summary = ("reproduced" if passed else "not reproduced") + (
         f": easy-set retain drop HAMU {np.mean(hamu):.2f} vs GradDiff {np.mean(graddiff):.2f} points "
         f"(HAMU − 0.5·GradDiff = {value:.2f} [{lo:.2f}, {hi:.2f}]); stop rule fired on hard {fires_hard}/{len(seeds)}, "
         f"on easy {fires_easy}/{len(seeds)}")
     return StudyResult(
         method=METHOD, claim=CLAIM,
         metric="easy-set retain-accuracy drop, HAMU − 0.5 × GradDiff (points; ≤ 0 passes)",
-        value=value, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=False,
+        value=value, ci95=(lo, hi), passed=passed, summary=summary, synthetic=False,
         data="scikit-learn 8×8 digits (real), stratified 70/30 split per seed; MLP 64-128-128-10",
         seeds=list(seeds), per_seed=per_seed, checks=checks)

@@ -197,12 +197,12 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
             checks[f"retention_{evict}_{scorer}"] = mean_ci(col[f"retention_{evict}_{scorer}"])
     ret_ok = all(checks[f"retention_{e}_manifold"][0] >= checks[f"retention_{e}_keydiff"][0] for e in (25, 50))
     passed = bool(d3[0] >= 5 and d3[1] > 0 and d1[0] >= -2 and ret_ok)
-    verdict = (f"{'reproduced' if passed else 'not reproduced'}: 3-key acc at 50% ManifoldKV−KeyDiff "
+    summary = (f"{'reproduced' if passed else 'not reproduced'}: 3-key acc at 50% ManifoldKV−KeyDiff "
                f"{d3[0]:+.1f} [{d3[1]:+.1f}, {d3[2]:+.1f}] points, 1-key {d1[0]:+.1f}; passkey retention at 50% "
                f"{checks['retention_50_manifold'][0]:.2f} vs KeyDiff {checks['retention_50_keydiff'][0]:.2f}")
     metric = "3-key accuracy at 50% eviction, ManifoldKV − KeyDiff (points)"
     return StudyResult(method=METHOD, claim=CLAIM, metric=metric,
-                       value=d3[0], ci95=(d3[1], d3[2]), passed=passed, verdict=verdict, synthetic=True,
+                       value=d3[0], ci95=(d3[1], d3[2]), passed=passed, summary=summary, synthetic=True,
                        data=("synthetic multi-query associative recall (bound key-value tokens in filler), "
                              f"{n_eval} held-out sequences per seed; real SmolLM2-135M keys on {n_tokens}-token "
                              "prompts of Python reference prose with three passkey sentences"),
