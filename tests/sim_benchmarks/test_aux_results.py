@@ -69,6 +69,14 @@ def test_unknown_method_exits_2_with_one_line(capsys):
     assert len(err) == 1 and "nosuch" in err[0] and "manifold_kv" in err[0]
 
 
+def test_merge_needs_results_files_and_a_method_that_supports_it(tmp_path, capsys):
+    assert main(["manifold_kv", "--merge", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no results.json" in capsys.readouterr().err
+    assert main(["llr", "--merge", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "not supported" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_readme_rows_and_page_verdicts_agree_with_the_results_files():
     results = load_results(ROOT)
     assert results, "no committed results files under docs/results/aux"

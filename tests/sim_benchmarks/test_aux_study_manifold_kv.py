@@ -33,6 +33,11 @@ def test_manifold_kv_is_judged_at_85_percent_with_planted_collisions_and_no_evic
     assert data["headroom"]["best"] == pytest.approx(row["planted_acc3_full"])
     assert data["headroom"]["baseline"] == pytest.approx(row["planted_acc3_85_keydiff"])
     assert data["verdict"] in ("yes", "partly", "no", "inconclusive") and len(data["parts"]) == 3
+    # Seeds run as separate processes merge into the same result.
+    assert main(["manifold_kv", "--merge", str(tmp_path), "--out", str(tmp_path / "merged")]) == 0
+    merged = json.loads((tmp_path / "merged" / "results.json").read_text())
+    assert merged["value"] == data["value"] and merged["parts"] == data["parts"] and merged["seeds"] == [0]
+    assert main(["manifold_kv", "--merge", str(tmp_path), str(tmp_path), "--out", str(tmp_path / "m2")]) == 2
 
 
 def test_planted_needle_keys_point_along_the_centroid_so_cosine_drops_them_and_l2_keeps_them():

@@ -231,6 +231,13 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
         row.update(passkey_retention(seed, n_tokens))
         row["seconds"] = time.perf_counter() - t0
         per_seed.append(row)
+    return summarise(per_seed, n_eval, n_tokens)
+
+
+def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1024) -> StudyResult:
+    """The verdict from per-seed rows (also used to merge seeds run as separate processes)."""
+    seeds = [int(r["seed"]) for r in per_seed]
+    n_eval = int(per_seed[0]["eval_sequences"]) if n_eval is None else n_eval
     col = {k: np.array([r[k] for r in per_seed]) for k in per_seed[0]}
     e = int(round(100 * EVICT))
 
