@@ -1,8 +1,8 @@
 """The README's ``policies/aux`` rows and each results page's verdict line, rendered from committed results files.
 
 ``docs/results/aux/<method>.json`` is a full run's ``results.json``, copied as it was written. Rows are never typed
-by hand: ``python -m sim_benchmarks.studies.aux.readme_table`` prints them, and a test checks that the README and
-the pages say what the files say.
+by hand: ``python -m sim_benchmarks.studies.aux.readme_table [--write]`` prints them (and rewrites them in
+README.md), and a test checks that the README and the pages say what the files say.
 """
 
 from __future__ import annotations
@@ -74,13 +74,29 @@ def load_results(root: Path = Path(".")) -> dict[str, dict[str, Any]]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
 
 
-def main() -> int:
-    """Print the README rows and page verdict lines for every committed results file."""
-    for data in load_results().values():
+def update_readme(text: str, results: dict[str, dict[str, Any]]) -> str:
+    """``text`` with the aux table row of every method in ``results`` replaced by its rendered row."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        for method, data in results.items():
+            if line.startswith(f"| {method} |"):
+                lines[i] = readme_row(data) + "\n"
+    return "".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the README rows and page verdict lines for every committed results file; ``--write`` also rewrites
+    those rows in README.md."""
+    argv = sys.argv[1:] if argv is None else argv
+    results = load_results()
+    for data in results.values():
         print(readme_row(data))
     print()
-    for method, data in load_results().items():
+    for method, data in results.items():
         print(f"{PAGES[method]} ({method}): {page_verdict_line(data)}")
+    if "--write" in argv:
+        readme = Path("README.md")
+        readme.write_text(update_readme(readme.read_text(), results))
     return 0
 
 
