@@ -2,9 +2,11 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from sim_benchmarks.studies.aux.__main__ import main
+from sim_benchmarks.studies.aux.pseudo_mallows import summarise
 
 
 @pytest.mark.slow
@@ -35,3 +37,22 @@ def test_pseudo_mallows_is_judged_on_posterior_marginals_against_mcmc_and_the_ex
     assert data["headroom"]["best"] == 0.0 and data["headroom"]["gap"] > 0
     assert data["margin"] > 0 and "MCMC" in data["margin_why"]
     assert data["verdict"] in ("yes", "partly", "no", "inconclusive") and len(data["parts"]) == 3
+
+
+def _rows(tv_pm: float, tv_mcmc: float) -> list[dict]:
+    rng = np.random.default_rng(0)
+    exact = [{"n": 6, "seed": 600 + d, "kl_chosen": 0.7, "kl_median": 2.0 + rng.random(), "kl_best": 0.6,
+              "chosen_rank_among_orders": 1, "mcmc_s": 0.5, "tv_pm": tv_pm + 0.01 * rng.random(),
+              "tv_mcmc": tv_mcmc + 0.01 * rng.random()} for d in range(20)]
+    speed = [{"n": 30, "seed": 10 * s + d, "pm_recall": 0.9, "mcmc_recall": 0.9, "pm_mcmc_overlap": 1.0,
+              "pm_s": 1.0 + rng.random(), "mcmc_s": 10.0 + rng.random(), "time_ratio": 0.1,
+              "top10_tv_pm_vs_mcmc": 0.02} for s in range(5) for d in range(2)]
+    return exact + speed
+
+
+def test_marginal_part_says_no_when_pseudo_mallows_is_further_from_the_exact_posterior_than_mcmc():
+    # Lower TV is better: a Pseudo-Mallows TV far above MCMC's must not pass as "not worse".
+    part = "posterior marginals as close to the exact posterior as MCMC's (n = 6-8)"
+    assert summarise(_rows(tv_pm=0.17, tv_mcmc=0.03)).parts[part] == "no"
+    assert summarise(_rows(tv_pm=0.02, tv_mcmc=0.03)).parts[part] == "yes"
+    assert summarise(_rows(tv_pm=0.03, tv_mcmc=0.03)).seeds == [0, 1, 2, 3, 4]

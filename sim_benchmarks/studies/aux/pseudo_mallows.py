@@ -131,7 +131,15 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     sizes = [(5, 4)] if quick else [(6, 50), (7, 10), (8, 10)]
     exact = [exact_dataset(n, base + 100 * n + d) for n, count in sizes for d in range(count)]
     speed = [speed_dataset(12 if quick else 30, 10 * s + d, quick) for s in seeds for d in range(1 if quick else 2)]
+    return summarise(exact + speed)
 
+
+def summarise(per_seed: list[dict]) -> StudyResult:
+    """The verdict from the exact-check and speed rows (also used by ``--merge`` to re-judge a run's rows)."""
+    exact = [r for r in per_seed if "kl_chosen" in r]
+    speed = [r for r in per_seed if "pm_recall" in r]
+    seeds = sorted({int(r["seed"]) // 10 for r in speed})  # speed datasets are seeded 10 * seed + d
+    sizes = sorted({int(r["n"]): sum(q["n"] == r["n"] for q in exact) for r in exact}.items())
     small = [r for r in exact if r["n"] == sizes[0][0]]
     beats_median = [r["kl_chosen"] <= r["kl_median"] + 1e-12 for r in exact]
     frac = float(np.mean(beats_median))
@@ -143,6 +151,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     t_mean, t_lo, t_hi = mean_ci([r["time_ratio"] for r in speed])
     tv_pm, tv_mc = np.array([r["tv_pm"] for r in exact]), np.array([r["tv_mcmc"] for r in exact])
     tv_diff = paired_diff_ci(tv_pm, tv_mc)
+    tv_gain = paired_diff_ci(tv_mc, tv_pm)  # > 0 when Pseudo-Mallows is closer to the exact posterior than MCMC
     # Margin: 2 standard errors over datasets of MCMC's own TV to the exact posterior (the baseline's noise).
     margin = noise_margin(tv_mc)
     # Headroom: the exact posterior has TV 0; MCMC's distance to it is what Pseudo-Mallows could match or beat.
@@ -152,7 +161,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     time_gain = paired_diff_ci([r["mcmc_s"] for r in speed], [r["pm_s"] for r in speed])
     parts = {
         "posterior marginals as close to the exact posterior as MCMC's (n = 6-8)":
-            ceiling_guard(judge(tv_diff[1], tv_diff[2], margin, "non_inferiority"), headroom, margin),
+            ceiling_guard(judge(tv_gain[1], tv_gain[2], margin, "non_inferiority"), headroom, margin),
         "chosen order's KL below a median order's": judge(kl_gain[1], kl_gain[2],
                                                           noise_margin([r["kl_median"] for r in exact])),
         "n = 30: faster than MCMC": judge(time_gain[1], time_gain[2], noise_margin([r["mcmc_s"] for r in speed])),
