@@ -4,12 +4,14 @@ import pytest
 import torch
 
 from policies.aux.structured.confsleepnet import (
+    COARSE_TO_STAGES,
     EvidentialHead,
     averaging_fusion,
     conflict,
     conflict_aware_fusion,
     dempster_fusion,
     evidential_loss,
+    fuse_fine_and_coarse,
     lift_to_stages,
     opinion,
     projected_probability,
@@ -32,6 +34,34 @@ def test_opinion_beliefs_and_uncertainty_sum_to_one():
 def test_lift_splits_nrem_equally_and_keeps_mass():
     lifted = lift_to_stages(torch.tensor([[0.1, 0.6, 0.2]]))
     assert torch.allclose(lifted, torch.tensor([[0.1, 0.2, 0.2, 0.2, 0.2]]))
+
+
+def test_guided_lift_follows_the_fine_view_inside_nrem():
+    guide = torch.tensor([[0.0, 0.1, 0.6, 0.3, 0.0]])
+    lifted = lift_to_stages(torch.tensor([[0.1, 0.6, 0.2]]), guide)
+    assert torch.allclose(lifted, torch.tensor([[0.1, 0.06, 0.36, 0.18, 0.2]]))
+    # A guide with no NREM mass falls back to the equal split.
+    assert torch.allclose(lift_to_stages(torch.tensor([[0.0, 0.9, 0.0]]), torch.tensor([[1.0, 0, 0, 0, 0]])),
+                          torch.tensor([[0.0, 0.3, 0.3, 0.3, 0.0]]))
+
+
+def test_agreeing_views_are_not_in_conflict_and_keep_the_fine_stage():
+    # EEG sure of N2, EOG/EMG sure of NREM: the views agree. On the 5 stages the equal NREM split made this look
+    # two-thirds in conflict and the fused p(N2) fell to ~0.56 (Dempster-Shafer: ~0.85).
+    eeg, eog = torch.tensor([[0.0, 0.0, 45.0, 0.0, 0.0]]), torch.tensor([[0.0, 45.0, 0.0]])
+    b0, _ = opinion(eeg)
+    assert float(conflict(b0, lift_to_stages(opinion(eog)[0]), COARSE_TO_STAGES)) == pytest.approx(0.0, abs=1e-6)
+    fused = projected_probability(*fuse_fine_and_coarse(eeg, eog))
+    assert float(fused[0, 2]) > 0.9
+    assert float(fused[0, 2]) >= float(projected_probability(*opinion(eeg))[0, 2])  # agreement adds confidence
+    # Views that really disagree (EEG sure of W, EOG/EMG sure of NREM) stay in full conflict on the coarse partition.
+    wake = torch.tensor([[45.0, 0.0, 0.0, 0.0, 0.0]])
+    assert float(conflict(opinion(wake)[0], lift_to_stages(opinion(eog)[0]), COARSE_TO_STAGES)) == pytest.approx(1.0)
+
+
+def test_fuse_fine_and_coarse_rejects_unknown_rule():
+    with pytest.raises(ValueError, match="rule"):
+        fuse_fine_and_coarse(torch.ones(1, 5), torch.ones(1, 3), rule="max")
 
 
 def test_conflict_is_zero_for_agreement_one_for_disjoint_beliefs():

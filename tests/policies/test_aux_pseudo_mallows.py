@@ -16,8 +16,10 @@ from policies.aux.structured.pseudo_mallows import (
     factor_scores,
     kl_to_exact,
     log_q,
+    marginal_tv,
     marginalised_kl,
     permanent,
+    rank_marginals,
     sample,
     top_k_tiers,
 )
@@ -118,3 +120,15 @@ def test_tiers_are_validated():
         check_tiers(np.array([[0, 1, 1, 2]]), np.array([[0, 3, 3, 2]]))
     with pytest.raises(ValueError, match="only for n <= 9"):
         all_permutations(12)
+
+
+def test_rank_marginals_and_their_total_variation():
+    perms = all_permutations(4)
+    uniform = rank_marginals(perms)
+    assert np.allclose(uniform, 0.25) and np.allclose(uniform.sum(axis=1), 1.0)
+    point = rank_marginals(perms[:1])  # one ranking: every item's rank is certain
+    assert marginal_tv(point, point) == 0.0
+    assert marginal_tv(point, uniform) == pytest.approx(0.75)
+    weights = np.zeros(len(perms))
+    weights[0] = 1.0
+    assert np.allclose(rank_marginals(perms, weights), point)

@@ -7,6 +7,7 @@ import pytest
 
 from sim_benchmarks.studies.aux import methods
 from sim_benchmarks.studies.aux.__main__ import main
+from sim_benchmarks.studies.aux.results import VERDICTS
 
 
 @pytest.mark.slow
@@ -14,9 +15,9 @@ def test_gotabpfn_quick_run_writes_results(tmp_path):
     assert "gotabpfn" in methods()
     assert main(["gotabpfn", "--seeds", "0", "--quick", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["schema"] == "embodia.aux/1" and data["method"] == "gotabpfn"
+    assert data["schema"] == "embodia.aux/2" and data["method"] == "gotabpfn"
     assert data["seeds"] == [0] and len(data["per_seed"]) == 1
-    assert isinstance(data["passed"], bool) and data["verdict"].split(":")[0] in ("reproduced", "not reproduced")
+    assert data["verdict"] in VERDICTS and data["summary"]
     assert data["value"] == data["value"]  # not NaN
     row = data["per_seed"][0]
     for order in ("go_lr", "random", "variance", "pca"):  # the frozen prior-fitted head scores every order

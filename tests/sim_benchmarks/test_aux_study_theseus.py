@@ -13,7 +13,7 @@ pytest.importorskip("mlxtend")
 def test_theseus_quick_run_writes_results(tmp_path, capsys):
     assert main(["theseus", "--seeds", "0", "--quick", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["schema"] == "embodia.aux/1" and data["method"] == "theseus" and data["synthetic"] is False
+    assert data["schema"] == "embodia.aux/2" and data["method"] == "theseus" and data["synthetic"] is False
     row = data["per_seed"][0]
     for key in ("none", "pad", "lstsq", "theseus", "oracle"):
         assert 0.0 <= row[key] <= 1.0

@@ -2,7 +2,8 @@
 
 ``forward`` can return every layer's residual stream (curvature), every layer's attention keys (KV-cache scoring),
 accept an extra per-layer, per-head attention mask (KV eviction after prefill is exactly "later rows may not attend
-to evicted columns"), and take an input-embedding tensor instead of ids (learnable look-ahead tokens).
+to evicted columns"), add a per-layer shift to the attention keys (planting keys of a chosen geometry in the cache),
+and take an input-embedding tensor instead of ids (learnable look-ahead tokens).
 """
 
 from __future__ import annotations
@@ -47,11 +48,14 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.mlp_mult * cfg.d_model), nn.GELU(),
                                  nn.Linear(cfg.mlp_mult * cfg.d_model, cfg.d_model))
 
-    def forward(self, x: Tensor, allowed: Tensor) -> tuple[Tensor, Tensor]:
-        """``allowed``: bool, broadcastable to (B, H, T, T), True where row may attend to column."""
+    def forward(self, x: Tensor, allowed: Tensor, key_shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``allowed``: bool, broadcastable to (B, H, T, T), True where row may attend to column; ``key_shift``
+        (broadcastable to (B, H, T, dh)) is added to the keys before attention."""
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (z.view(b, t, self.n_heads, self.d_head).transpose(1, 2) for z in (q, k, v))
+        if key_shift is not None:
+            k = k + key_shift
         att = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
         x = x + self.mlp(self.ln2(x))
@@ -71,9 +75,11 @@ class TinyGPT(nn.Module):
         self.head = nn.Linear(cfg.d_model, cfg.vocab)
 
     def forward(self, ids: Tensor | None = None, *, embeds: Tensor | None = None, head_mask: Tensor | None = None,
-                return_hidden: bool = False, return_keys: bool = False) -> TinyGPTOutput:
+                return_hidden: bool = False, return_keys: bool = False,
+                key_shift: Tensor | None = None) -> TinyGPTOutput:
         """Run on ``ids`` (B, T) or ``embeds`` (B, T, d). ``head_mask``: bool (B or 1, n_layers, H, T, T), True =
-        may attend, combined with the causal mask."""
+        may attend, combined with the causal mask. ``key_shift``: (B or 1, n_layers, H, T, dh) added to every
+        layer's keys (the returned keys include it)."""
         x = self.tok(ids) if embeds is None else embeds
         b, t, _ = x.shape
         x = x + self.pos(torch.arange(t, device=x.device))
@@ -83,7 +89,7 @@ class TinyGPT(nn.Module):
             out.hidden.append(x)
         for i, block in enumerate(self.blocks):
             allowed = causal if head_mask is None else causal & head_mask[:, i]
-            x, k = block(x, allowed)
+            x, k = block(x, allowed, None if key_shift is None else key_shift[:, i])
             if return_hidden:
                 out.hidden.append(x)
             if return_keys:

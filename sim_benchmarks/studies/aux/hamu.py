@@ -7,6 +7,9 @@ Per seed: a stratified digits split, an MLP trained on it, then from the same tr
 
 Baselines (full-batch SGD, same step size): gradient ascent on the forget loss, GradDiff (ascent on the forget loss plus
 descent on the retain loss) and NegGrad+ (``β·L_retain - (1-β)·L_forget``).
+
+Damage to retained knowledge is judged on *held-out* retain data (test images of the retained classes): the MLP fits
+its training set to ~100 %, so a drop measured on the retain training set sits at a floor.
 """
 
 from __future__ import annotations
@@ -20,13 +23,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.aux.training.hamu import HamuConfig, hamu_step
+from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.studies.aux.digits_data import load_digits_split
-from sim_benchmarks.studies.aux.results import StudyResult, mean_ci, paired_diff_ci
+from sim_benchmarks.studies.aux.results import (
+    Headroom,
+    StudyResult,
+    ceiling_guard,
+    combine,
+    judge,
+    mean_ci,
+    noise_margin,
+    paired_diff_ci,
+)
 
 METHOD = "hamu"
-CLAIM = ("HAMU (closed-form constrained per-tensor unlearning): at equal forget improvement its retain-accuracy "
-         "drop is ≤ 0.5× GradDiff's; its hardness stop rule fires on a hard (random-sample) forget set, not on an easy "
-         "(one-class) one")
+CLAIM = ("HAMU's closed-form constrained per-tensor update forgets with less damage to retained knowledge than "
+         "gradient-difference unlearning, and its hardness rule stops unlearning on forget sets that cannot be "
+         "forgotten without that damage (random samples) but not on separable ones (a class).")
 
 FORGET_TARGET = 0.10  # forget-set accuracy every method must reach on the easy set (10 % = chance)
 BASELINE_LR = 0.005
@@ -121,20 +134,36 @@ def run_seed(seed: int, quick: bool) -> dict:
 
 
 def run(seeds: list[int], quick: bool) -> StudyResult:
-    """All seeds; pass metric = HAMU retain drop − 0.5 × GradDiff retain drop on the easy set (points)."""
+    """All seeds; pass metric = GradDiff − HAMU held-out retained-class accuracy drop on the easy set (points)."""
     per_seed = [run_seed(s, quick) for s in seeds]
-    hamu = [r["easy/hamu"]["retain_drop_pts"] for r in per_seed]
-    graddiff = [r["easy/graddiff"]["retain_drop_pts"] for r in per_seed]
-    value, lo, hi = paired_diff_ci(hamu, 0.5 * np.asarray(graddiff))
+    hamu = [r["easy/hamu"]["held_out_drop_pts"] for r in per_seed]
+    graddiff = [r["easy/graddiff"]["held_out_drop_pts"] for r in per_seed]
+    value, lo, hi = paired_diff_ci(graddiff, hamu)
     fires_hard = sum(r["hard/hamu"]["stopped_at"] is not None for r in per_seed)
     fires_easy = sum(r["easy/hamu"]["stopped_at"] is not None for r in per_seed)
     reached = all(r[f"easy/{m}"]["reached_target"] for r in per_seed for m in ("hamu", "graddiff"))
-    need = int(np.ceil(0.8 * len(seeds)))
-    rule_ok = fires_hard >= need and len(seeds) - fires_easy >= need
-    drop_ok = hi <= 0.0 and reached
-    passed = bool(drop_ok and rule_ok)
-    checks: dict = {"stop_rule_fires_hard": f"{fires_hard}/{len(seeds)}",
-                    "stop_rule_fires_easy": f"{fires_easy}/{len(seeds)}", "all_reached_forget_target": reached}
+    hard_ci, easy_ci = wilson_ci(fires_hard, len(seeds)), wilson_ci(fires_easy, len(seeds))
+    # Margin: 2 standard errors over seeds of GradDiff's own held-out drop (the experiment's noise).
+    margin = noise_margin(graddiff)
+    # Headroom: no damage at all (0 points) is the best any method can do; GradDiff's mean drop is its distance.
+    headroom = Headroom(best=0.0, baseline=float(np.mean(graddiff)), higher_is_better=False,
+                        what="no damage: held-out retained-class accuracy drop 0 points")
+    drop_part = judge(lo, hi, margin) if reached else "inconclusive"
+    parts = {
+        "less held-out retain damage than GradDiff at equal forgetting": ceiling_guard(drop_part, headroom, margin),
+        # The rule fires on most hard sets and on few easy ones: Wilson 95 % intervals on the firing rates.
+        "stop rule fires on random-sample forget sets": ("yes" if hard_ci[0] > 0.5 else
+                                                         "no" if hard_ci[1] < 0.5 else "inconclusive"),
+        "stop rule does not fire on one-class forget sets": ("yes" if easy_ci[1] < 0.5 else
+                                                             "no" if easy_ci[0] > 0.5 else "inconclusive"),
+    }
+    verdict = combine(parts)
+    checks: dict = {"stop_rule_fires_hard": f"{fires_hard}/{len(seeds)}", "stop_rule_fires_hard_wilson": hard_ci,
+                    "stop_rule_fires_easy": f"{fires_easy}/{len(seeds)}", "stop_rule_fires_easy_wilson": easy_ci,
+                    "all_reached_forget_target": reached,
+                    "train_retain_drop_graddiff_minus_hamu": paired_diff_ci(
+                        [r["easy/graddiff"]["retain_drop_pts"] for r in per_seed],
+                        [r["easy/hamu"]["retain_drop_pts"] for r in per_seed])}
     for method in ("hamu", "grad_ascent", "graddiff", "neggrad_plus"):
         for key in ("retain_drop_pts", "held_out_drop_pts", "forget_acc", "steps"):
             m, a, b = mean_ci([r[f"easy/{method}"][key] for r in per_seed])
@@ -142,13 +171,14 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     for key in ("retain_drop_pts", "forget_acc"):
         m, a, b = mean_ci([r["hard/hamu"][key] for r in per_seed])
         checks[f"hard_{key}_at_stop/hamu"] = {"mean": m, "ci95": [a, b]}
-    verdict = ("reproduced" if passed else "not reproduced") + (
-        f": easy-set retain drop HAMU {np.mean(hamu):.2f} vs GradDiff {np.mean(graddiff):.2f} points "
-        f"(HAMU − 0.5·GradDiff = {value:.2f} [{lo:.2f}, {hi:.2f}]); stop rule fired on hard {fires_hard}/{len(seeds)}, "
-        f"on easy {fires_easy}/{len(seeds)}")
+    summary = (f"easy set, held-out retained-class accuracy drop HAMU {np.mean(hamu):.2f} vs GradDiff "
+               f"{np.mean(graddiff):.2f} points (GradDiff − HAMU {value:+.2f} [{lo:+.2f}, {hi:+.2f}], margin "
+               f"{margin:.2f}); stop rule fired on hard {fires_hard}/{len(seeds)}, on easy {fires_easy}/{len(seeds)}")
     return StudyResult(
         method=METHOD, claim=CLAIM,
-        metric="easy-set retain-accuracy drop, HAMU − 0.5 × GradDiff (points; ≤ 0 passes)",
-        value=value, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=False,
+        metric="easy set, held-out retained-class accuracy drop, GradDiff − HAMU (points)",
+        value=value, ci95=(lo, hi), passed=None, summary=summary, synthetic=False, verdict=verdict, parts=parts,
+        margin=margin, margin_why="2 standard errors over seeds of GradDiff's held-out drop (the experiment's noise)",
+        headroom=headroom,
         data="scikit-learn 8×8 digits (real), stratified 70/30 split per seed; MLP 64-128-128-10",
         seeds=list(seeds), per_seed=per_seed, checks=checks)

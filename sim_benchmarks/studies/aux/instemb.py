@@ -374,12 +374,12 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
         checks[k] = mean_ci(col[k])
     lat_inst, lat_regen = checks["latency_ratio_instemb"][0], checks["latency_ratio_regen"][0]
     passed = bool(diff[0] >= 5 and diff[1] > 0 and lat_inst <= 1.1 and lat_regen >= 2)
-    verdict = (f"{'reproduced' if passed else 'not reproduced'}: Recall@1 InstEmb−last-token "
+    summary = (f"{'reproduced' if passed else 'not reproduced'}: Recall@1 InstEmb−last-token "
                f"{diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}] points (InstEmb {checks['r1_instemb'][0]:.1f}, "
                f"last {checks['r1_last'][0]:.1f}, mean {checks['r1_mean'][0]:.1f}, re-encode "
                f"{checks['r1_regen'][0]:.1f}); latency {lat_inst:.2f}x last (re-encode {lat_regen:.1f}x)")
     return StudyResult(method=METHOD, claim=CLAIM, metric="Recall@1 on held-out combinations, InstEmb − last-token "
-                       "InfoNCE (points)", value=diff[0], ci95=(diff[1], diff[2]), passed=passed, verdict=verdict,
+                       "InfoNCE (points)", value=diff[0], ci95=(diff[1], diff[2]), passed=passed, summary=summary,
                        synthetic=True,
                        data=("synthetic object descriptions (category, colour, pattern, size, place; 4 word orders) "
                              "with 7 instructions x 2 wordings; 4 of 16 (colour, category) pairs held out for test; "

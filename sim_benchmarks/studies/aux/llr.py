@@ -121,12 +121,12 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     loss_ok = gap >= 0.02 and lo > 0
     steps_ok = saved_m >= 0.10 and saved_lo > 0
     passed = bool(loss_ok or steps_ok)
-    verdict = ("reproduced" if passed else "not reproduced") + (
+    summary = ("reproduced" if passed else "not reproduced") + (
         f": final val loss uniform − LLR = {gap:.4f} nats [{lo:.4f}, {hi:.4f}]; steps saved to the uniform final "
         f"loss {100 * saved_m:.1f} % [{100 * saved_lo:.1f}, {100 * saved_hi:.1f}] (best uniform η = {best_lr:g})")
     return StudyResult(
         method=METHOD, claim=CLAIM, metric="final validation loss, uniform − LLR (nats; ≥ 0.02 with CI > 0 passes)",
-        value=gap, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=False,
+        value=gap, ci95=(lo, hi), passed=passed, summary=summary, synthetic=False,
         data=(f"pydoc_data.topics (Python's bundled help text, {ids.size} chars, vocab {vocab}); 90/10 split "
               f"by position; {LAYERS}-layer d={D_MODEL} char transformer, context {CONTEXT}, batch {BATCH}, "
               f"{steps} steps"),

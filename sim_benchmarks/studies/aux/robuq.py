@@ -291,13 +291,13 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
         m, a, b = mean_ci(vals)
         acc = mean_ci([r[v]["class_acc"] for r in per_seed])
         checks[f"quality/{v}"] = {"fd": m, "fd_ci95": [a, b], "class_acc": acc[0], "class_acc_ci95": [acc[1], acc[2]]}
-    verdict = ("reproduced" if passed else "not reproduced") + (
+    summary = ("reproduced" if passed else "not reproduced") + (
         f": rotation cuts W1.58A4 FD by {100 * value:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]; 4-bit activation MSE "
         f"cut ≥ 30 % in {sum(c >= 0.30 for c in mse_cut.values())}/{len(mse_cut)} layers (min "
         f"{100 * min(mse_cut.values()):.0f} %); FD uniform A2 − AMPN = {ampn_gain:.2f} [{ampn_lo:.2f}, {ampn_hi:.2f}]")
     return StudyResult(
         method=METHOD, claim=CLAIM, metric="relative Fréchet-distance reduction from rotation at W1.58A4 (≥ 0.10 "
-        "with CI passes)", value=value, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=False,
+        "with CI passes)", value=value, ci95=(lo, hi), passed=passed, summary=summary, synthetic=False,
         data=("scikit-learn 8×8 digits (real) scaled to [-1, 1], stratified 70/30 split per seed; DiT d=64, depth 3, "
               "2×2 patches, DDPM T=100, DDIM 20 steps; Fréchet features = 64-d penultimate layer of an MLP digits "
               "classifier trained on the same split"),

@@ -181,7 +181,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     ])
     value, lo, hi = mean_ci(ratio)
     passed = all(ok_half) and all(ok_random_safe) and all(ok_utility) and all(ok_dpp)
-    verdict = (
+    summary = (
         f"{'reproduced' if passed else 'not reproduced'}: SPARD ASR / SFT ASR = {value:.2f} [{lo:.2f}, {hi:.2f}] "
         f"over attacks; <= 0.5x SFT (CI) at {sum(ok_half)}/{len(ok_half)} rates, <= SFT+random safe (CI) at "
         f"{sum(ok_random_safe)}/{len(ok_random_safe)}, utility within 2 points at {sum(ok_utility)}/{len(ok_utility)}, "
@@ -189,7 +189,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     )
     return StudyResult(
         method=METHOD, claim=CLAIM, metric="attack success rate, SPARD / plain SFT (mean over attack rates)",
-        value=value, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=True,
+        value=value, ci95=(lo, hi), passed=passed, summary=summary, synthetic=True,
         data=("synthetic template prompts (6 benign topics; 6 restricted-request families that are harmless "
               "stand-ins for harmful categories) embedded by the offline all-MiniLM-L6-v2"),
         seeds=list(seeds), per_seed=rows,

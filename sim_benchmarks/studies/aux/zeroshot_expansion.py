@@ -141,11 +141,11 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
                             "unseen_confusion_distinct")},
     }
     passed = checks["H_gain_ge_5"] and checks["gain_concentrated_on_similar_pairs"]
-    verdict = (f"{'reproduced' if passed else 'not reproduced'}: H granular - shared {value:+.1f} [{lo:.1f}, {hi:.1f}]"
+    summary = (f"{'reproduced' if passed else 'not reproduced'}: H granular - shared {value:+.1f} [{lo:.1f}, {hi:.1f}]"
                f" points; unseen confusions with similar designs -{sim_gain[0]:.1f}, with distinct -{dist_gain[0]:.1f}")
     return StudyResult(
         method=METHOD, claim=CLAIM, metric="GZSL harmonic mean, granularity-aware - shared map (points)",
-        value=value, ci95=(lo, hi), passed=passed, verdict=verdict, synthetic=True,
+        value=value, ci95=(lo, hi), passed=passed, summary=summary, synthetic=True,
         data=(f"Embodia's procedural object designs ({len(classes)} classes: category x colour x pattern) rendered "
               "by the PyBullet reference renderer (varied view, distance, yaw, light) -> offline MobileNetV2 "
               "features; class semantics = offline MiniLM embeddings of 4 wordings x 5 nuisance contexts. Rendered "
