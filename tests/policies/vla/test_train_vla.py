@@ -170,6 +170,6 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["--out", str(tmp_path / "out"), "--drop-fraction", "0.3"]) == 2
     assert "--expert-regrasps" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--expert-regrasps", "-1"]) == 2
-    assert "must be >= 0, got -1" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert "--expert-regrasps must be in 0..100, got -1" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--words", "8"]) == 2
     assert "needs --memory > 0" in capsys.readouterr().err and not (tmp_path / "out").exists()
