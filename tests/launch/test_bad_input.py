@@ -23,12 +23,15 @@ from launch import eval as eval_cli
 from launch import (
     leaderboard,
     run,
+    serve,
     study,
     train,
     train_attributes,
     train_embedder,
     train_localiser,
     train_prior_fitted,
+    train_soft_prompt,
+    train_vimrag,
     train_vla,
 )
 from sim_benchmarks.results_folder import FolderLock
@@ -196,6 +199,14 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("train_vla", lambda w: ["--out", f"{w}/o", "--suite", "personalized_vlabench", "--look-randomisation", "2"],
      "--look-randomisation"),
     ("train_embedder", lambda w: ["--out", f"{w}/file"], "is a file"),
+    ("train_soft_prompt", lambda w: ["--out", f"{w}/file"], "is a file"),
+    ("train_vimrag", lambda w: ["--out", f"{w}/file"], "is a file"),
+    ("train_vimrag", lambda w: ["--out", f"{w}/o", "--credit", "nope"], "unknown --credit 'nope'"),
+    ("train_vimrag", lambda w: ["--out", f"{w}/o", "--corpus-dir", f"{w}/empty"], "holds no corpus.json"),
+    ("serve", lambda w: ["nosuch", "--db", f"{w}/x.db"], "unknown service 'nosuch'"),
+    ("serve", lambda w: ["travel", "--db", f"{w}/file"], "is not a SQLite database"),
+    ("serve", lambda w: ["travel", "--db", f"{w}/x.db", "--error-rate", "2"], "--error-rate must be in 0..1"),
+    ("serve", lambda w: ["travel"], "required: --db"),
     ("train_embedder", lambda w: ["--out", f"{w}/o", "--episodes", "0"], "--episodes"),
     ("train_prior_fitted", lambda w: ["--out", f"{w}/file"], "is a file"),
     ("train_prior_fitted", lambda w: ["--out", f"{w}/o", "--steps", "0"], "--steps"),
@@ -284,7 +295,8 @@ PROBES: list[tuple[str, Callable[[Path], list[str]], str]] = [
 ]
 MAINS = {"eval": eval_cli.main, "train": train.main, "train_vla": train_vla.main,
          "train_attributes": train_attributes.main, "train_localiser": train_localiser.main,
-         "train_embedder": train_embedder.main,
+         "train_embedder": train_embedder.main, "train_soft_prompt": train_soft_prompt.main,
+         "train_vimrag": train_vimrag.main, "serve": serve.main,
          "train_prior_fitted": train_prior_fitted.main,
          "leaderboard": leaderboard.main, "run": run.main, "study": study.main, "__main__": embodia.main}
 
