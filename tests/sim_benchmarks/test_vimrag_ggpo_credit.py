@@ -28,11 +28,11 @@ def _run(credit: str, seed: int, rewards: list[float]) -> dict:
 
 
 def test_run_scores_use_the_whole_curve_and_the_last_evaluations() -> None:
-    s = run_scores(_run("ggpo", 0, [0.0, 0.2, 0.4, 0.6, 0.8]), level=0.5, plateau=0.45, last=2)
+    s = run_scores(_run("ggpo", 0, [0.0, 0.2, 0.4, 0.6, 0.8]), level=0.5, plateau=0.75, last=2)
     assert s["auc"] == pytest.approx(0.5)  # the start (before any update) is not scored
-    assert s["last"] == pytest.approx(0.7) and s["escaped"]
+    assert s["last"] == pytest.approx(0.7) and s["escaped"]  # dev accuracy 0.8 > 0.75
     assert s["episodes_to_level"] == 48
-    stuck = run_scores(_run("ggpo", 0, [0.0, 0.3, 0.3, 0.3, 0.3]), level=0.5, plateau=0.45, last=2)
+    stuck = run_scores(_run("ggpo", 0, [0.0, 0.3, 0.3, 0.3, 0.3]), level=0.5, plateau=0.45, last=2)  # acc 0.4
     assert stuck["episodes_to_level"] is None and not stuck["escaped"]
 
 
@@ -51,7 +51,7 @@ def test_report_pairs_by_seed_and_calls_a_consistent_gain(tmp_path) -> None:
         base = [0.0, 0.3, 0.35, 0.4, 0.4]
         runs.append(_run("trajectory", seed, base))
         runs.append(_run("ggpo", seed, [r + (0.1 + 0.01 * (seed % 3) if i else 0.0) for i, r in enumerate(base)]))
-    md = report(runs, tmp_path, level=0.45, plateau=0.45, last=2, margin=0.03)
+    md = report(runs, tmp_path, level=0.45, plateau=0.52, last=2, margin=0.03)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["paired"]["auc"]["verdict"] == "GGPO better"
     assert summary["paired"]["auc"]["mean"] == pytest.approx(0.11, abs=0.002)

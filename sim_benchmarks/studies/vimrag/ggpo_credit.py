@@ -97,14 +97,16 @@ def train_one(credit: str, seed: int, cfg_kw: dict) -> dict:
 # ---------------------------------------------------------------------------------------------------- scoring
 def run_scores(run: dict, level: float, plateau: float, last: int) -> dict:
     """One run's scores: AUC (mean dev reward over its evaluations after the start), mean of the last ``last``
-    evaluations, plateau escape (the last evaluations' mean above ``plateau``) and episodes to ``level`` (first
+    evaluations, plateau escape (the last evaluations' mean dev accuracy above ``plateau``: single runs of the
+    original task stop at 49-56 % or climb to 68-72 %) and episodes to a dev reward of ``level`` (the first
     evaluation at or above it; None when never reached)."""
     pts = run["curve"][1:]
     r = np.array([p.get("dev_reward", p["dev_accuracy"]) for p in pts])
     acc = np.array([p["dev_accuracy"] for p in pts])
     tail = float(r[-last:].mean())
     reach = next((p["episodes"] for p, v in zip(pts, r, strict=True) if v >= level), None)
-    return {"auc": float(r.mean()), "last": tail, "escaped": tail > plateau, "episodes_to_level": reach,
+    return {"auc": float(r.mean()), "last": tail, "escaped": bool(acc[-last:].mean() > plateau),
+            "episodes_to_level": reach,
             "auc_accuracy": float(acc.mean()), "last_accuracy": float(acc[-last:].mean()),
             "last_steps": float(np.mean([p.get("dev_steps", np.nan) for p in pts[-last:]]))}
 
@@ -262,14 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0-29")
     ap.add_argument("--credits", default="ggpo,trajectory")
     ap.add_argument("--step-cost", type=float, default=0.02)
-    ap.add_argument("--updates", type=int, default=250)
+    ap.add_argument("--updates", type=int, default=200)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--questions-per-batch", type=int, default=2)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--eval-every-updates", type=int, default=25)
     ap.add_argument("--level", type=float, default=0.5, help="dev reward for 'episodes to a fixed reward'")
-    ap.add_argument("--plateau", type=float, default=0.45, help="a run escaped when its last evaluations' mean "
-                    "dev reward is above this")
+    ap.add_argument("--plateau", type=float, default=0.6, help="a run escaped the plateau when its last "
+                    "evaluations' mean dev accuracy is above this")
     ap.add_argument("--last", type=int, default=3, help="evaluations averaged for the final score")
     ap.add_argument("--margin", type=float, default=0.03, help="AUC difference below which the credits count as "
                     "equivalent (when the CI lies inside +-margin)")
