@@ -49,6 +49,10 @@ class TrainConfig:
     eval_every: int = 256  # episodes between dev evaluations
     seed: int = 0
     step_cost: float = 0.0  # reward = exact match - step_cost * steps before the answer (0: exact match only)
+    # Floor of the group's reward spread in the advantage. With a step cost, a group that fails throughout still has
+    # a small spread (its rollouts differ in length): divided by it, the shortest failure looks like a full success
+    # and training collapses to answering at once. 0: plain (R - mean) / std, as the cached planners are trained.
+    std_floor: float = 0.0
 
     def check(self) -> None:
         """Raise ConfigError on a bad value."""
@@ -57,9 +61,9 @@ class TrainConfig:
         for name in ("episodes", "group", "questions_per_batch", "eval_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not (self.lr > 0 and self.step_cost >= 0 and self.entropy >= 0):
-            raise ConfigError(f"lr must be > 0, step_cost and entropy >= 0; got lr={self.lr}, "
-                              f"step_cost={self.step_cost}, entropy={self.entropy}")
+        if not (self.lr > 0 and self.step_cost >= 0 and self.entropy >= 0 and self.std_floor >= 0):
+            raise ConfigError(f"lr must be > 0, step_cost, std_floor and entropy >= 0; got lr={self.lr}, "
+                              f"step_cost={self.step_cost}, std_floor={self.std_floor}, entropy={self.entropy}")
 
 
 def step_validity(memory: DagMemory) -> dict[int, bool]:
@@ -73,10 +77,11 @@ def step_validity(memory: DagMemory) -> dict[int, bool]:
 
 
 def step_advantages(rewards: list[float], validity: list[dict[int, bool]], steps: list[list[int]],
-                    credit: str) -> list[np.ndarray]:
-    """Advantages for every decision of every rollout of one group (see the module docstring)."""
+                    credit: str, std_floor: float = 0.0) -> list[np.ndarray]:
+    """Advantages for every decision of every rollout of one group (see the module docstring); the group's reward
+    spread is taken as at least ``std_floor``."""
     r = np.asarray(rewards, np.float64)
-    mean, std = r.mean(), r.std() + 1e-6
+    mean, std = r.mean(), max(r.std(), std_floor) + 1e-6
     out = []
     for reward, valid, decided in zip(rewards, validity, steps, strict=True):
         if credit == "trajectory":
@@ -127,6 +132,7 @@ class Group:
     decisions: list[list[_Decision]]
     rewards: list[float]
     validity: list[dict[int, bool]]
+    std_floor: float = 0.0
 
     def steps(self) -> list[list[int]]:
         """The step index of every decision, per rollout."""
@@ -134,7 +140,7 @@ class Group:
 
     def advantages(self, credit: str) -> list[np.ndarray]:
         """Per-decision advantages under ``credit`` (:func:`step_advantages`)."""
-        return step_advantages(self.rewards, self.validity, self.steps(), credit)
+        return step_advantages(self.rewards, self.validity, self.steps(), credit, self.std_floor)
 
 
 def sample_groups(agent: VimragAgent, train: list[Question], cfg: TrainConfig,
@@ -154,7 +160,7 @@ def sample_groups(agent: VimragAgent, train: list[Question], cfg: TrainConfig,
     groups = []
     try:
         for q in sample_by_type(train, rng, cfg.questions_per_batch):
-            group = Group([], [], [])
+            group = Group([], [], [], cfg.std_floor)
             for _ in range(cfg.group):
                 decisions.clear()
                 final = agent.rollout(q.qid, q.text)

@@ -155,7 +155,8 @@ def report(runs: list[dict], out: Path, level: float, plateau: float, last: int,
     cfg = pick["ggpo"][seeds[0]]["config"]
     n = len(seeds)
     budget = cfg["episodes"]
-    lines = [f"Step cost {cfg['step_cost']}, {cfg['episodes']} episodes per run "
+    lines = [f"Step cost {cfg['step_cost']}, reward-spread floor {cfg.get('std_floor', 0.0)}, "
+             f"{cfg['episodes']} episodes per run "
              f"({cfg['questions_per_batch']} questions x {cfg['group']} rollouts per update), lr {cfg['lr']}, "
              f"dev evaluated every {cfg['eval_every']} episodes; {n} paired seeds ({seeds[0]}-{seeds[-1]}). "
              f"Score = dev reward (exact match - step cost x steps).", "",
@@ -268,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--questions-per-batch", type=int, default=2)
     ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--eval-every-updates", type=int, default=25)
+    ap.add_argument("--std-floor", type=float, default=0.25, help="floor of the group's reward spread in the "
+                    "advantage (0: plain normalisation; with a step cost that collapses training to answering at once)")
+    ap.add_argument("--eval-every-updates", type=int, default=40)
     ap.add_argument("--level", type=float, default=0.5, help="dev reward for 'episodes to a fixed reward'")
     ap.add_argument("--plateau", type=float, default=0.6, help="a run escaped the plateau when its last "
                     "evaluations' mean dev accuracy is above this")
@@ -285,14 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("updates", "group", "questions_per_batch", "eval_every_updates", "last"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if not (args.lr > 0 and args.step_cost >= 0 and args.margin > 0):
-        raise ConfigError(f"--lr and --margin must be > 0 and --step-cost >= 0, got {args.lr}, {args.margin}, "
-                          f"{args.step_cost}")
+    if not (args.lr > 0 and args.step_cost >= 0 and args.margin > 0 and args.std_floor >= 0):
+        raise ConfigError(f"--lr and --margin must be > 0, --step-cost and --std-floor >= 0, got {args.lr}, "
+                          f"{args.margin}, {args.step_cost}, {args.std_floor}")
     seeds = [] if args.report else parse_seeds(args.seeds)
     per_update = args.group * args.questions_per_batch
     cfg_kw = {"episodes": args.updates * per_update, "group": args.group,
               "questions_per_batch": args.questions_per_batch, "lr": args.lr,
-              "eval_every": args.eval_every_updates * per_update, "step_cost": args.step_cost}
+              "eval_every": args.eval_every_updates * per_update, "step_cost": args.step_cost,
+              "std_floor": args.std_floor}
     path = args.out / "runs.jsonl"
     if args.report and not path.exists():
         raise ConfigError(f"--report needs {str(path)!r} (written by a study run); it does not exist")

@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from agents.vimrag.agent import VimragAgent
-from agents.vimrag.ggpo import Group, TrainConfig, episode_reward, evaluate_detail, train_planner
+from agents.vimrag.ggpo import (
+    Group,
+    TrainConfig,
+    episode_reward,
+    evaluate_detail,
+    step_advantages,
+    train_planner,
+)
 from agents.vimrag.planner import ACTIONS, Q_DIM, STATE_DIM
 from envs.errors import ConfigError
 
@@ -40,6 +47,19 @@ def test_credits_differ_only_on_redundant_steps_of_rewarded_rollouts() -> None:
     np.testing.assert_allclose(traj[0], [1.0, 1.0], atol=1e-5)
     np.testing.assert_allclose(ggpo[0], [0.0, 1.0], atol=1e-5)  # redundant step 0 loses its positive credit
     np.testing.assert_allclose(ggpo[1], traj[1], atol=1e-5)  # a failure's blame is shared by every step
+
+
+def test_the_spread_floor_keeps_a_failing_group_from_rewarding_its_shortest_failure() -> None:
+    rewards = [-0.02, -0.04, -0.06, -0.08]  # all wrong, different lengths
+    valid = [{0: True}] * 4
+    steps = [[0]] * 4
+    plain = step_advantages(rewards, valid, steps, "trajectory")
+    floored = step_advantages(rewards, valid, steps, "trajectory", std_floor=0.25)
+    assert plain[0][0] > 1.0  # the shortest failure looks like a success
+    assert 0 < floored[0][0] < 0.15
+    mixed = [1.0, 0.0, 0.0, 0.0]  # a real success: the floor (below this spread) changes nothing
+    np.testing.assert_allclose(step_advantages(mixed, valid, steps, "ggpo", std_floor=0.25)[0],
+                               step_advantages(mixed, valid, steps, "ggpo")[0])
 
 
 def test_the_batch_hook_sees_every_batch_and_changes_no_weight(tiny_stack) -> None:
