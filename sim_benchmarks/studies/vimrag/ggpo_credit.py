@@ -10,8 +10,9 @@ mixed rewards, the cosine between the two credits' gradients on that batch, and 
 this batch and of the previous one (own credit). ``--report`` (also run after training) scores each run by the area
 under its dev-reward curve, the mean of its last evaluations, whether it escaped the plateau and the episodes it
 took to reach a fixed dev reward, pairs the runs by seed (bootstrap CIs over seeds), adds a power analysis, and
-writes ``DIR/table.md``, ``DIR/summary.json`` and ``DIR/curves.png``. ``--step-cost 0`` runs the original task
-with the same schedule. The cached default planner (``agents.vimrag.stack.trained_planner``) is not touched.
+writes ``DIR/table.md``, ``DIR/summary.json`` and ``DIR/curves.png``. ``--step-cost 0 --std-floor 0`` runs the
+original task with the same schedule. The cached default planner (``agents.vimrag.stack.trained_planner``) is not
+touched.
 """
 
 from __future__ import annotations
