@@ -29,6 +29,7 @@ from envs.manipulation.objects import (
     category_mesh,
     instance_mesh_path,
     instances,
+    load_user_image,
     make_texture,
     write_obj,
 )
@@ -59,6 +60,9 @@ class SimplerConfig(Options):
     num_clutter: int = option(1, "objects of other categories")
     personal_texture: str | None = option(None, "a user image wrapped on a ``personal_category`` mesh")
     personal_category: str | None = option(None, "fixes the category of every episode")
+    personal_references: tuple[str, ...] | None = option(
+        None, "with personal_texture: the user's own photos of the object (comma-separated image files), given as "
+        "info['reference_images'] instead of renders")
     user_distractors: str = option("lookalikes", "with personal_texture: 'lookalikes' (the photo recoloured, "
                                    "recropped, mirrored, another photo; same body) or 'library' (library objects)")
     personal_object: str | None = option(None, "fixes the personal/target library instance (e.g. 'mug_12')")
@@ -81,6 +85,10 @@ class SimplerConfig(Options):
             raise choice_error("personal_category", cfg.personal_category, CATEGORIES)
         if cfg.personal_texture is not None and cfg.personal_category is None:
             raise ConfigError("personal_texture needs personal_category; valid: " + ", ".join(CATEGORIES))
+        if cfg.personal_references is not None and cfg.personal_texture is None:
+            raise ConfigError("personal_references needs personal_texture (the photos show the user's object)")
+        if cfg.personal_references is not None and not cfg.personal_references:
+            raise ConfigError("personal_references is empty; give one or more image files, comma-separated")
         if cfg.personal_object is not None and cfg.personal_object not in LIBRARY:
             raise choice_error("personal_object", cfg.personal_object, sorted(LIBRARY))
         if cfg.num_distractors is not None and not 0 <= int(cfg.num_distractors) <= 4:
@@ -125,6 +133,9 @@ class PersonalizedSimplerEnv(gym.Env):
         cfg = self.config
         self._user_object = (PersonalObject.from_texture(cfg.personal_texture, cfg.personal_category)
                              if cfg.personal_texture else None)
+        # Read (and checked) now, so a missing or unreadable photo is an error before any episode runs.
+        self._user_photos = ([load_user_image(f, "personal_references", int(cfg.image_size))
+                              for f in cfg.personal_references] if cfg.personal_references else None)
         if self._user_object is not None and not self.task.personalized:
             raise ConfigError(f"personal_texture only applies to personalized tasks, not {task!r}")
         fixed_cat = LIBRARY[cfg.personal_object].category if cfg.personal_object else None
@@ -323,6 +334,8 @@ class PersonalizedSimplerEnv(gym.Env):
         want = self.config.references if self.config.references is not None else self.task.personalized
         if not want:
             return []
+        if self._user_photos is not None:  # the user's own photos of the object replace the renders
+            return [im.copy() for im in self._user_photos]
         key = f"{target.instance_id}/{self.config.image_size}/{self.config.reference_count}"
         if key not in self._references:
             obj = self._user_object if self._user_object is not None else PersonalObject(target, texture)

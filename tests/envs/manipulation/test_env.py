@@ -152,6 +152,30 @@ def test_user_texture_object(tmp_path):
     env.close()
 
 
+def test_user_photos_replace_the_rendered_references(tmp_path):
+    from PIL import Image
+
+    tex = np.zeros((64, 128, 3), np.uint8)
+    tex[:, :, 1] = 200
+    Image.fromarray(tex).save(tmp_path / "print.png")
+    photo = np.full((90, 120, 3), 180, np.uint8)
+    photo[30:70, 40:80] = (250, 0, 250)
+    Image.fromarray(photo).save(tmp_path / "a.png")
+    Image.fromarray(photo[:, ::-1]).save(tmp_path / "b.jpg")
+    opts = {**SMALL, "personal_texture": str(tmp_path / "print.png"), "personal_category": "mug"}
+    env = make_env("fractal_pick_my", {**opts, "personal_references": f"{tmp_path / 'a.png'},{tmp_path / 'b.jpg'}"})
+    _, info = env.reset(seed=0)
+    refs = info["reference_images"]
+    assert len(refs) == 2 and refs[0].shape == (48, 64, 3)  # longer side = image_size, aspect kept
+    assert refs[0][24, 32, 0] > 200 and refs[0][24, 32, 1] < 60  # the photo itself, not a render of the print
+    env.close()
+    with pytest.raises(ConfigError, match="cannot read personal_references '/no/b.png'") as err:
+        make_env("fractal_pick_my", {**opts, "personal_references": f"{tmp_path / 'a.png'},/no/b.png"})
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="personal_references needs personal_texture"):
+        make_env("fractal_pick_my", {**SMALL, "personal_references": str(tmp_path / "a.png")})
+
+
 def test_train_extended_split_draws_extra_designs_for_generic_tasks():
     from envs.manipulation.objects import EXTRA_TRAIN, find_instance
 
