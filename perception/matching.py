@@ -3,7 +3,9 @@
 Three cues, each max-pooled over the references, are combined by a logistic model into one calibrated probability:
 - ``embedding``: cosine of deep features (MobileNetV2 by default, or a local DINOv2/CLIP folder);
 - ``colour``: HSV histogram intersection over the object's pixels;
-- ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8).
+- ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8);
+- ``layout``: where the print's colours sit on the object (``perception/layout.py``): a mirrored, upside-down or
+  re-cropped copy of the print has the same colours and pooled features but not the same arrangement.
 Within an image, cues are also compared across candidates (each cue minus the best other candidate's), because
 same-category distractors make absolute similarities uninformative; the relative terms carry most weight.
 """
@@ -22,9 +24,12 @@ import numpy as np
 from envs.errors import ConfigError
 from perception.candidate import GREY, OBJECT_CROP, Candidate, object_crop
 from perception.embedders import Embedder, MobileNetEmbedder
+from perception.layout import LayoutSignature, layout_signature, layout_similarity
 from perception.proposals import ProposalConfig, colour_proposals
 
-COMPONENTS = ("embedding", "colour", "keypoints")
+COMPONENTS = ("embedding", "colour", "keypoints", "layout")
+DEFAULT_COMPONENTS = ("embedding", "colour", "keypoints", "layout")
+LAYOUT_ABS, LAYOUT_REL = 4.0, 12.0  # chosen on development photos and scenes (docs/results/vap.md)
 CROP = OBJECT_CROP  # matching resolution: small objects are upsampled so ORB's 31-px patches fit
 _GREY = GREY
 
@@ -33,14 +38,17 @@ _GREY = GREY
 class MatcherConfig:
     """Which cues to use and the logistic weights combining them (absolute, relative-to-best-other, bias)."""
 
-    components: tuple[str, ...] = COMPONENTS
+    components: tuple[str, ...] = DEFAULT_COMPONENTS
     weights_abs: dict[str, float] = field(default_factory=lambda: {"embedding": 4.0, "colour": 3.0,
-                                                                    "keypoints": 3.0})
+                                                                    "keypoints": 3.0, "layout": LAYOUT_ABS})
     weights_rel: dict[str, float] = field(default_factory=lambda: {"embedding": 12.0, "colour": 8.0,
-                                                                    "keypoints": 6.0})
+                                                                    "keypoints": 6.0, "layout": LAYOUT_REL})
     bias: float = -6.0
     hist_bins: tuple[int, int, int] = (12, 4, 4)
     orb_features: int = 200
+    # ORB + RANSAC is the one cue whose cost grows with the reference count: only the first few references take
+    # part (the cue saturates at a handful; a user object's extra robot-view renders come after them).
+    keypoint_refs: int = 5
 
     def __post_init__(self) -> None:
         bad = [c for c in self.components if c not in COMPONENTS]
@@ -57,6 +65,7 @@ class ObjectView:
     hist: np.ndarray
     descriptors: np.ndarray | None
     points: np.ndarray
+    layout: LayoutSignature | None = None
 
 
 def load_reference_images(refs: Any) -> list[np.ndarray | dict]:
@@ -203,7 +212,8 @@ class InstanceMatcher:
         for c, cm, e in zip(crops, crop_masks, emb, strict=True):
             hist = self._hist(c, cm) if "colour" in use else np.zeros(1, np.float32)
             pts, desc = self._keypoints(c, cm) if "keypoints" in use else (np.zeros((0, 2), np.float32), None)
-            out.append(ObjectView(crop=c, embedding=e, hist=hist, descriptors=desc, points=pts))
+            lay = layout_signature(c, cm) if "layout" in use else None
+            out.append(ObjectView(crop=c, embedding=e, hist=hist, descriptors=desc, points=pts, layout=lay))
         return out
 
     def _hist(self, crop_img: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -287,8 +297,11 @@ class InstanceMatcher:
             out["colour"] = np.array([max(float(np.minimum(v.hist, r.hist).sum()) for r in self.references)
                                       for v in views])
         if "keypoints" in use:
-            counts = np.array([max(self._inliers(v, r) for r in self.references) for v in views], float)
+            refs = self.references[: max(1, self.config.keypoint_refs)]
+            counts = np.array([max(self._inliers(v, r) for r in refs) for v in views], float)
             out["keypoints"] = counts / (counts + 8.0)
+        if "layout" in use:
+            out["layout"] = layout_similarity([v.layout for v in views], [r.layout for r in self.references])
         return out
 
     def combine(self, cues: dict[str, np.ndarray], overlap: np.ndarray | None = None) -> np.ndarray:
@@ -339,7 +352,8 @@ class InstanceMatcher:
         comps = self.config.components
         return MatcherConfig(components=comps, weights_abs={c: float(w[2 * i]) for i, c in enumerate(comps)},
                              weights_rel={c: float(w[2 * i + 1]) for i, c in enumerate(comps)}, bias=float(b),
-                             hist_bins=self.config.hist_bins, orb_features=self.config.orb_features)
+                             hist_bins=self.config.hist_bins, orb_features=self.config.orb_features,
+                             keypoint_refs=self.config.keypoint_refs)
 
 
 class LimitedMatcher(InstanceMatcher):
