@@ -49,6 +49,10 @@ class MatcherConfig:
     # ORB + RANSAC is the one cue whose cost grows with the reference count: only the first few references take
     # part (the cue saturates at a handful; a user object's extra robot-view renders come after them).
     keypoint_refs: int = 5
+    # The layout cue compares arrangements, which only works from a similar viewpoint: with a handful of phone-like
+    # references it added noise on the built-in designs (docs/results/vap.md), so it counts only when the reference
+    # set is this large (a user object's set has 16 renders from the robot cameras' elevation added).
+    layout_min_refs: int = 8
 
     def __post_init__(self) -> None:
         bad = [c for c in self.components if c not in COMPONENTS]
@@ -301,7 +305,9 @@ class InstanceMatcher:
             counts = np.array([max(self._inliers(v, r) for r in refs) for v in views], float)
             out["keypoints"] = counts / (counts + 8.0)
         if "layout" in use:
-            out["layout"] = layout_similarity([v.layout for v in views], [r.layout for r in self.references])
+            few = len(self.references) < self.config.layout_min_refs
+            out["layout"] = (np.zeros(n) if few else
+                             layout_similarity([v.layout for v in views], [r.layout for r in self.references]))
         return out
 
     def combine(self, cues: dict[str, np.ndarray], overlap: np.ndarray | None = None) -> np.ndarray:
@@ -353,7 +359,7 @@ class InstanceMatcher:
         return MatcherConfig(components=comps, weights_abs={c: float(w[2 * i]) for i, c in enumerate(comps)},
                              weights_rel={c: float(w[2 * i + 1]) for i, c in enumerate(comps)}, bias=float(b),
                              hist_bins=self.config.hist_bins, orb_features=self.config.orb_features,
-                             keypoint_refs=self.config.keypoint_refs)
+                             keypoint_refs=self.config.keypoint_refs, layout_min_refs=self.config.layout_min_refs)
 
 
 class LimitedMatcher(InstanceMatcher):

@@ -52,16 +52,36 @@ def test_layout_similarity_is_in_range_and_empty_inputs_give_empty_output():
     assert layout_similarity([_signature(photo)], []).tolist() == [0.0]
 
 
-def test_matcher_with_the_layout_cue_prefers_the_print_over_its_mirror():
+def _mirror_and_print() -> tuple[np.ndarray, list[np.ndarray], dict]:
+    """One frame: the mirrored print on the left, the user's print (turned a little) on the right; the reference."""
     photo = _photo()
-    matcher = InstanceMatcher(MatcherConfig())
-    assert "layout" in matcher.config.components
     frame_ref, mask_ref = _on_table(photo)
-    matcher.set_references([{"image": frame_ref, "mask": mask_ref}])
-    # one frame: the mirrored print on the left, the user's print (turned a little) on the right
     frame = np.full((128, 256, 3), 110, np.uint8)
     left, right = np.zeros((128, 256), bool), np.zeros((128, 256), bool)
     frame[24:104, 20:80], left[24:104, 20:80] = photo[:, ::-1], True
     frame[24:104, 150:210], right[24:104, 150:210] = np.roll(photo, 6, axis=1), True
-    cues = matcher.cues(matcher.views(frame, [left, right]))
+    return frame, [left, right], {"image": frame_ref, "mask": mask_ref}
+
+
+def test_matcher_with_the_layout_cue_prefers_the_print_over_its_mirror():
+    frame, masks, ref = _mirror_and_print()
+    matcher = InstanceMatcher(MatcherConfig(layout_min_refs=1))
+    assert "layout" in matcher.config.components
+    matcher.set_references([ref])
+    cues = matcher.cues(matcher.views(frame, masks))
     assert cues["layout"][1] > cues["layout"][0] + 0.1
+
+
+def test_with_few_references_the_layout_cue_is_left_out():
+    frame, masks, ref = _mirror_and_print()
+    from perception.candidate import Candidate, box_of_mask
+
+    cands = [Candidate(box=box_of_mask(m), mask=m, score=1.0) for m in masks]
+    with_layout = InstanceMatcher(MatcherConfig())  # default: 8 references or more
+    without = InstanceMatcher(MatcherConfig(components=("embedding", "colour", "keypoints")),
+                              embedder=with_layout.embedder)
+    for m in (with_layout, without):
+        m.set_references([ref] * 3)
+    probs, cues = with_layout.score_with_cues(frame, cands)
+    assert np.all(cues["layout"] == 0)
+    assert np.allclose(probs, without.score(frame, cands))
