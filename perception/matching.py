@@ -264,15 +264,17 @@ class InstanceMatcher:
         if not self.references or not len(masks):
             return np.zeros(len(masks))
         hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV)
+        size = int(np.prod(self.config.hist_bins))
+        ref_hists = [r.hist for r in self.references if r.hist.size == size]
+        if not ref_hists:
+            ref_hists = [self._hist(r.crop, np.any(r.crop != _GREY, axis=-1)) for r in self.references]
+        refs = np.stack(ref_hists)  # one array op per proposal: a user object brings 20 references
         out = []
         for m in masks:
             hist = cv2.calcHist([hsv], [0, 1, 2], np.asarray(m, np.uint8), list(self.config.hist_bins),
                                 [0, 180, 0, 256, 0, 256]).ravel()
             hist = hist / max(hist.sum(), 1.0)
-            ref_hists = [r.hist for r in self.references if r.hist.size == hist.size]
-            if not ref_hists:
-                ref_hists = [self._hist(r.crop, np.any(r.crop != _GREY, axis=-1)) for r in self.references]
-            out.append(max(float(np.minimum(hist, rh).sum()) for rh in ref_hists))
+            out.append(float(np.minimum(hist[None, :], refs).sum(axis=1).max()))
         return np.array(out)
 
     # -- cues -------------------------------------------------------------------------------------------------
@@ -298,8 +300,8 @@ class InstanceMatcher:
             cand = np.stack([v.embedding for v in views]) if n else np.zeros((0, refs.shape[1]), np.float32)
             out["embedding"] = (cand @ refs.T).max(axis=1) if n else np.zeros(0)
         if "colour" in use:
-            out["colour"] = np.array([max(float(np.minimum(v.hist, r.hist).sum()) for r in self.references)
-                                      for v in views])
+            ref_hists = np.stack([r.hist for r in self.references])
+            out["colour"] = np.array([float(np.minimum(v.hist[None, :], ref_hists).sum(axis=1).max()) for v in views])
         if "keypoints" in use:
             refs = self.references[: max(1, self.config.keypoint_refs)]
             counts = np.array([max(self._inliers(v, r) for r in refs) for v in views], float)

@@ -37,6 +37,7 @@ import os
 import shlex
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -182,6 +183,7 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
 
     env_module.user_lookalikes = labelled
     rows: list[dict[str, Any]] = []
+    block = 0  # each (photo, category, task) gets its own seeds: the look-alikes' count and kinds come from the seed
     try:
         for photo in photos:
             for cat in categories:
@@ -190,20 +192,21 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
                     base["personal_references"] = ",".join(
                         phone_photos(str(photo), cat, out / "phone_photos" / f"{photo.stem}_{cat}"))
                 for task in tasks:
+                    first, block = seed + block * episodes, block + 1
                     envs = {v: registry.suites()[SUITE].make_env(task, {**base, **VARIANTS[v][1]}) for v in variants}
                     pols = {v: _Recorder(make_vap(envs[v], task, VARIANTS[v][0])) for v in variants}
                     try:
                         for i in range(episodes):
                             for v in variants:
                                 env, rec = envs[v], pols[v]
-                                obs, info = env.reset(seed=seed + i)
+                                obs, info = env.reset(seed=first + i)
                                 rec.last = {}
-                                rec.policy.reset(obs["instruction"], {**info, "policy_seed": seed + i})
+                                rec.policy.reset(obs["instruction"], {**info, "policy_seed": first + i})
                                 rec.policy.act(obs)
                                 state = env.unwrapped.privileged_state()
                                 by_body = {o["body"]: o["instance_id"] for o in state["objects"]}
                                 target = by_body[env.unwrapped.personal_body_id]
-                                row = {"photo": photo.name, "category": cat, "task": task, "seed": seed + i,
+                                row = {"photo": photo.name, "category": cat, "task": task, "seed": first + i,
                                        "variant": v, "references": len(info["reference_images"]),
                                        "present": sorted(sub.get(d, d) for d in info["distractors"]),
                                        "correct": bool(rec.policy.grounding_correct)}
@@ -280,7 +283,9 @@ def episodes_part(photos: list[Path], categories: Sequence[str], episodes: int, 
     for photo in photos:
         for cat in categories:
             folder = out / "episodes" / f"{photo.stem}_{cat}"
-            cfg = EvalConfig(env=SUITE, policies=["vap", "oracle_mask"], episodes=episodes, seed=seed, workers=1,
+            # a base seed per user object: the episode seeds (and so the look-alikes drawn) differ between objects
+            obj_seed = seed + 1000 * (zlib.crc32(f"{photo.name}/{cat}".encode()) % 1000)
+            cfg = EvalConfig(env=SUITE, policies=["vap", "oracle_mask"], episodes=episodes, seed=obj_seed, workers=1,
                              out=folder, resume=(folder / "episodes.jsonl").exists(),
                              env_options={"personal_texture": str(photo), "personal_category": cat, **env_opts},
                              policy_options=opts)
@@ -453,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="vap.own_object", description=__doc__.split("\n")[0])
     parser.add_argument("part", help=f"one of {', '.join(PARTS)}")
     parser.add_argument("--photos", default="heldout", help="dev or heldout")
+    parser.add_argument("--photo", default="", help="only this photograph of the set (file name)")
     parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated: mug, box")
     parser.add_argument("--tasks", default="", help="comma-separated personalized_simpler tasks (default: all)")
     parser.add_argument("--episodes", type=int, default=4, help="scenes / episodes per task per photo and category")
@@ -477,6 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if v not in VARIANTS:
             raise choice_error("variant", v, list(VARIANTS))
     photos = photo_set(args.photos)
+    if args.photo:
+        if args.photo not in [p.name for p in photos]:
+            raise choice_error(f"{args.photos} photograph", args.photo, [p.name for p in photos])
+        photos = [p for p in photos if p.name == args.photo]
     registry.load_all()
     every = list(registry.suites()[SUITE].tasks)
     tasks = [t for t in args.tasks.split(",") if t] or every
