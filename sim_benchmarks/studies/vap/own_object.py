@@ -22,6 +22,8 @@ inside installed packages, used only to report).
 * ``speed`` — VAP's first step (detect, match, track start, prompt; the scripted expert underneath costs ~nothing)
   per variant on one thread, as CPU time of the process (``time.process_time``: on a shared machine wall time
   mostly measures the neighbours) and wall time, on a user object (the first photo, a mug) and on built-in designs.
+* ``summary`` — the grounding summary over the rows of several ``grounding`` runs (``--from DIR,DIR``: e.g. one
+  run per photograph, ``--photo``, run side by side) and the episodes of several ``episodes`` runs.
 * ``sheet`` — a contact sheet of one scene's objects, one per look-alike kind.
 
 Variants: ``blend`` (VAP before the layout cue: embedding, colour, keypoints over 4 phone-like renders) and
@@ -55,7 +57,7 @@ from sim_benchmarks.studies.aux.results import bootstrap_ci
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
 from sim_benchmarks.train_log import write_json_atomic
 
-PARTS = ("grounding", "episodes", "builtin", "speed", "sheet")
+PARTS = ("grounding", "episodes", "builtin", "speed", "sheet", "summary")
 CATEGORIES = ("mug", "box")
 OLD_CUES = "embedding,colour,keypoints"
 # variant -> (VAP policy options, env options for a user object)
@@ -183,7 +185,6 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
 
     env_module.user_lookalikes = labelled
     rows: list[dict[str, Any]] = []
-    block = 0  # each (photo, category, task) gets its own seeds: the look-alikes' count and kinds come from the seed
     try:
         for photo in photos:
             for cat in categories:
@@ -192,22 +193,28 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
                     base["personal_references"] = ",".join(
                         phone_photos(str(photo), cat, out / "phone_photos" / f"{photo.stem}_{cat}"))
                 for task in tasks:
-                    first, block = seed + block * episodes, block + 1
-                    envs = {v: registry.suites()[SUITE].make_env(task, {**base, **VARIANTS[v][1]}) for v in variants}
-                    pols = {v: _Recorder(make_vap(envs[v], task, VARIANTS[v][0])) for v in variants}
+                    # Own seeds per photo, category and task: the look-alikes' count and kinds come from the seed.
+                    first = seed + 1000 * (zlib.crc32(f"{photo.name}/{cat}/{task}".encode()) % 1000)
+                    # One env for every variant: its reference set is the 4 phone-like renders (or photos) and then
+                    # the robot-view renders, so a variant without them reads the first part (the same images).
+                    env = registry.suites()[SUITE].make_env(task, {**base, "reference_views": 16})
+                    pols = {v: _Recorder(make_vap(env, task, VARIANTS[v][0])) for v in variants}
                     try:
                         for i in range(episodes):
+                            obs, info = env.reset(seed=first + i)
+                            state = env.unwrapped.privileged_state()
+                            by_body = {o["body"]: o["instance_id"] for o in state["objects"]}
+                            target = by_body[env.unwrapped.personal_body_id]
                             for v in variants:
-                                env, rec = envs[v], pols[v]
-                                obs, info = env.reset(seed=first + i)
+                                rec, refs = pols[v], info["reference_images"]
+                                if not VARIANTS[v][1]["reference_views"]:
+                                    refs = refs[: len(refs) - 16]
                                 rec.last = {}
-                                rec.policy.reset(obs["instruction"], {**info, "policy_seed": first + i})
+                                rec.policy.reset(obs["instruction"], {**info, "reference_images": refs,
+                                                                      "policy_seed": first + i})
                                 rec.policy.act(obs)
-                                state = env.unwrapped.privileged_state()
-                                by_body = {o["body"]: o["instance_id"] for o in state["objects"]}
-                                target = by_body[env.unwrapped.personal_body_id]
                                 row = {"photo": photo.name, "category": cat, "task": task, "seed": first + i,
-                                       "variant": v, "references": len(info["reference_images"]),
+                                       "variant": v, "references": len(refs),
                                        "present": sorted(sub.get(d, d) for d in info["distractors"]),
                                        "correct": bool(rec.policy.grounding_correct)}
                                 if rec.policy.chosen is None:
@@ -224,8 +231,7 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
                                         row["cue_shares"] = "user object not among the candidates"
                                 rows.append(row)
                     finally:
-                        for env in envs.values():
-                            env.close()
+                        env.close()
                 print(f"  {photo.name} {cat}: {len(rows)} rows", file=sys.stderr, flush=True)
     finally:
         env_module.user_lookalikes = made
@@ -292,9 +298,30 @@ def episodes_part(photos: list[Path], categories: Sequence[str], episodes: int, 
             _, where = run_evaluation(cfg)
             for line in (where / "episodes.jsonl").read_text().splitlines():
                 r = json.loads(line)
-                records[r["policy"]].append({**r, "photo": photo.name, "category": cat})
+                records[r["policy"]].append({**r, "photo": photo.stem, "category": cat})
             print(f"  {photo.name} {cat}: done", file=sys.stderr, flush=True)
-    res: dict[str, Any] = {}
+    return summarise_episodes(records, categories)
+
+
+def merge_episodes(folders: list[Path]) -> dict[str, Any]:
+    """The summary over the episodes written so far by several ``episodes`` runs (a stopped run counts the
+    episodes it finished: only pairs that both policies finished are compared)."""
+    records: dict[str, list[dict[str, Any]]] = {"vap": [], "oracle_mask": []}
+    for folder in folders:
+        for run in sorted((folder / "episodes").glob("*/episodes.jsonl")):
+            photo, cat = run.parent.name.rsplit("_", 1)
+            for line in run.read_text().splitlines():
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:  # a torn last line of a stopped run
+                    continue
+                records[r["policy"]].append({**r, "photo": photo, "category": cat})
+    return summarise_episodes(records, sorted({r["category"] for rs in records.values() for r in rs}))
+
+
+def summarise_episodes(records: dict[str, list[dict[str, Any]]], categories: Sequence[str]) -> dict[str, Any]:
+    """Success, correct object and grounding per policy with Wilson CIs; vap − oracle_mask paired (bootstrap)."""
+    res: dict[str, Any] = {"records": records}
     for pol, rs in records.items():
         res[pol] = {m: _rate(sum(bool(r.get(m)) for r in rs), len(rs))
                     for m in ("success", "correct_object", "grounding_correct")}
@@ -466,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="grounding: comma-separated variants")
     parser.add_argument("--variant", default="layout", help="episodes: the vap variant")
     parser.add_argument("--references", default="renders", help="grounding: renders or photos")
+    parser.add_argument("--from", dest="sources", default="", help="summary: comma-separated result folders")
     parser.add_argument("--out", type=Path, default=Path("runs/own_object"))
     args = parser.parse_args(argv)
     if args.part not in PARTS:
@@ -506,7 +534,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tasks": tasks, "episodes_per_task": args.episodes, "seed": args.seed, "references": args.references,
         "variants": {v: {"policy_options": VARIANTS[v][0], "env_options": VARIANTS[v][1]} for v in VARIANTS},
         "lookalike_kinds": list(LOOKALIKE_KINDS)}
-    if args.part == "grounding":
+    if args.part == "summary":
+        parts = [json.loads((Path(d) / "own_object.json").read_text()) for d in args.sources.split(",")
+                 if d and (Path(d) / "own_object.json").is_file()]
+        if not args.sources:
+            raise ConfigError("summary needs --from DIR[,DIR...] (folders of grounding or episodes runs)")
+        rows = [row for r in parts if "grounding" in r for row in r["grounding"]["rows"]]
+        if rows:
+            result["grounding"] = {**summarise_grounding(rows), "rows": rows}
+        folders = [Path(d) for d in args.sources.split(",") if d]
+        if any((f / "episodes").is_dir() for f in folders):
+            result["episodes"] = merge_episodes(folders)
+    elif args.part == "grounding":
         rows = grounding_rows(photos, categories, tasks, args.episodes, args.seed, variants, args.references, out)
         result["grounding"] = {**summarise_grounding(rows), "rows": rows}
     elif args.part == "speed":
