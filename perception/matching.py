@@ -69,7 +69,16 @@ class ObjectView:
     hist: np.ndarray
     descriptors: np.ndarray | None
     points: np.ndarray
-    layout: LayoutSignature | None = None
+    crop_mask: np.ndarray | None = None
+    _layout: LayoutSignature | None = None
+
+    @property
+    def layout(self) -> LayoutSignature:
+        """The print-layout signature, made on first use (it counts only with many references)."""
+        if self._layout is None:
+            self._layout = layout_signature(self.crop, self.crop_mask if self.crop_mask is not None
+                                            else np.any(self.crop != _GREY, axis=-1))
+        return self._layout
 
 
 def load_reference_images(refs: Any) -> list[np.ndarray | dict]:
@@ -216,8 +225,8 @@ class InstanceMatcher:
         for c, cm, e in zip(crops, crop_masks, emb, strict=True):
             hist = self._hist(c, cm) if "colour" in use else np.zeros(1, np.float32)
             pts, desc = self._keypoints(c, cm) if "keypoints" in use else (np.zeros((0, 2), np.float32), None)
-            lay = layout_signature(c, cm) if "layout" in use else None
-            out.append(ObjectView(crop=c, embedding=e, hist=hist, descriptors=desc, points=pts, layout=lay))
+            out.append(ObjectView(crop=c, embedding=e, hist=hist, descriptors=desc, points=pts,
+                                  crop_mask=cm if "layout" in use else None))
         return out
 
     def _hist(self, crop_img: np.ndarray, mask: np.ndarray) -> np.ndarray:
