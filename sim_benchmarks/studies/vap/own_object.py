@@ -327,7 +327,8 @@ def summarise_episodes(records: dict[str, list[dict[str, Any]]], categories: Seq
                     for m in ("success", "correct_object", "grounding_correct")}
         res[pol]["per_category"] = {c: _rate(sum(bool(r["correct_object"]) for r in rs if r["category"] == c),
                                              sum(r["category"] == c for r in rs)) for c in categories}
-    key = {p: {(r["photo"], r["category"], r["task"], r["episode"]): r for r in rs} for p, rs in records.items()}
+    key = {p: {(r["photo"], r["category"], r["task"], r["seed"], r["episode"]): r for r in rs}
+           for p, rs in records.items()}
     common = sorted(set(key["vap"]) & set(key["oracle_mask"]))
     for m in ("success", "correct_object"):
         d, lo, hi = bootstrap_ci([int(bool(key["vap"][k][m])) - int(bool(key["oracle_mask"][k][m])) for k in common])
