@@ -3,7 +3,9 @@
 Three cues, each max-pooled over the references, are combined by a logistic model into one calibrated probability:
 - ``embedding``: cosine of deep features (MobileNetV2 by default, or a local DINOv2/CLIP folder);
 - ``colour``: HSV histogram intersection over the object's pixels;
-- ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8).
+- ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8);
+- ``layout``: where the print's colours sit on the object (``perception/layout.py``): a mirrored, upside-down or
+  re-cropped copy of the print has the same colours and pooled features but not the same arrangement.
 Within an image, cues are also compared across candidates (each cue minus the best other candidate's), because
 same-category distractors make absolute similarities uninformative; the relative terms carry most weight.
 """
@@ -22,9 +24,12 @@ import numpy as np
 from envs.errors import ConfigError
 from perception.candidate import GREY, OBJECT_CROP, Candidate, object_crop
 from perception.embedders import Embedder, MobileNetEmbedder
+from perception.layout import LayoutSignature, layout_signature, layout_similarity
 from perception.proposals import ProposalConfig, colour_proposals
 
-COMPONENTS = ("embedding", "colour", "keypoints")
+COMPONENTS = ("embedding", "colour", "keypoints", "layout")
+DEFAULT_COMPONENTS = ("embedding", "colour", "keypoints", "layout")
+LAYOUT_ABS, LAYOUT_REL = 4.0, 12.0  # chosen on development photos and scenes (docs/results/vap.md)
 CROP = OBJECT_CROP  # matching resolution: small objects are upsampled so ORB's 31-px patches fit
 _GREY = GREY
 
@@ -33,14 +38,21 @@ _GREY = GREY
 class MatcherConfig:
     """Which cues to use and the logistic weights combining them (absolute, relative-to-best-other, bias)."""
 
-    components: tuple[str, ...] = COMPONENTS
+    components: tuple[str, ...] = DEFAULT_COMPONENTS
     weights_abs: dict[str, float] = field(default_factory=lambda: {"embedding": 4.0, "colour": 3.0,
-                                                                    "keypoints": 3.0})
+                                                                    "keypoints": 3.0, "layout": LAYOUT_ABS})
     weights_rel: dict[str, float] = field(default_factory=lambda: {"embedding": 12.0, "colour": 8.0,
-                                                                    "keypoints": 6.0})
+                                                                    "keypoints": 6.0, "layout": LAYOUT_REL})
     bias: float = -6.0
     hist_bins: tuple[int, int, int] = (12, 4, 4)
     orb_features: int = 200
+    # ORB + RANSAC is the one cue whose cost grows with the reference count: only the first few references take
+    # part (the cue saturates at a handful; a user object's extra robot-view renders come after them).
+    keypoint_refs: int = 5
+    # The layout cue compares arrangements, which only works from a similar viewpoint: with a handful of phone-like
+    # references it added noise on the built-in designs (docs/results/vap.md), so it counts only when the reference
+    # set is this large (a user object's set has 16 renders from the robot cameras' elevation added).
+    layout_min_refs: int = 8
 
     def __post_init__(self) -> None:
         bad = [c for c in self.components if c not in COMPONENTS]
@@ -57,6 +69,16 @@ class ObjectView:
     hist: np.ndarray
     descriptors: np.ndarray | None
     points: np.ndarray
+    crop_mask: np.ndarray | None = None
+    _layout: LayoutSignature | None = None
+
+    @property
+    def layout(self) -> LayoutSignature:
+        """The print-layout signature, made on first use (it counts only with many references)."""
+        if self._layout is None:
+            self._layout = layout_signature(self.crop, self.crop_mask if self.crop_mask is not None
+                                            else np.any(self.crop != _GREY, axis=-1))
+        return self._layout
 
 
 def load_reference_images(refs: Any) -> list[np.ndarray | dict]:
@@ -203,7 +225,8 @@ class InstanceMatcher:
         for c, cm, e in zip(crops, crop_masks, emb, strict=True):
             hist = self._hist(c, cm) if "colour" in use else np.zeros(1, np.float32)
             pts, desc = self._keypoints(c, cm) if "keypoints" in use else (np.zeros((0, 2), np.float32), None)
-            out.append(ObjectView(crop=c, embedding=e, hist=hist, descriptors=desc, points=pts))
+            out.append(ObjectView(crop=c, embedding=e, hist=hist, descriptors=desc, points=pts,
+                                  crop_mask=cm if "layout" in use else None))
         return out
 
     def _hist(self, crop_img: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -250,15 +273,17 @@ class InstanceMatcher:
         if not self.references or not len(masks):
             return np.zeros(len(masks))
         hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV)
+        size = int(np.prod(self.config.hist_bins))
+        ref_hists = [r.hist for r in self.references if r.hist.size == size]
+        if not ref_hists:
+            ref_hists = [self._hist(r.crop, np.any(r.crop != _GREY, axis=-1)) for r in self.references]
+        refs = np.stack(ref_hists)  # one array op per proposal: a user object brings 20 references
         out = []
         for m in masks:
             hist = cv2.calcHist([hsv], [0, 1, 2], np.asarray(m, np.uint8), list(self.config.hist_bins),
                                 [0, 180, 0, 256, 0, 256]).ravel()
             hist = hist / max(hist.sum(), 1.0)
-            ref_hists = [r.hist for r in self.references if r.hist.size == hist.size]
-            if not ref_hists:
-                ref_hists = [self._hist(r.crop, np.any(r.crop != _GREY, axis=-1)) for r in self.references]
-            out.append(max(float(np.minimum(hist, rh).sum()) for rh in ref_hists))
+            out.append(float(np.minimum(hist[None, :], refs).sum(axis=1).max()))
         return np.array(out)
 
     # -- cues -------------------------------------------------------------------------------------------------
@@ -284,11 +309,16 @@ class InstanceMatcher:
             cand = np.stack([v.embedding for v in views]) if n else np.zeros((0, refs.shape[1]), np.float32)
             out["embedding"] = (cand @ refs.T).max(axis=1) if n else np.zeros(0)
         if "colour" in use:
-            out["colour"] = np.array([max(float(np.minimum(v.hist, r.hist).sum()) for r in self.references)
-                                      for v in views])
+            ref_hists = np.stack([r.hist for r in self.references])
+            out["colour"] = np.array([float(np.minimum(v.hist[None, :], ref_hists).sum(axis=1).max()) for v in views])
         if "keypoints" in use:
-            counts = np.array([max(self._inliers(v, r) for r in self.references) for v in views], float)
+            refs = self.references[: max(1, self.config.keypoint_refs)]
+            counts = np.array([max(self._inliers(v, r) for r in refs) for v in views], float)
             out["keypoints"] = counts / (counts + 8.0)
+        if "layout" in use:
+            few = len(self.references) < self.config.layout_min_refs
+            out["layout"] = (np.zeros(n) if few else
+                             layout_similarity([v.layout for v in views], [r.layout for r in self.references]))
         return out
 
     def combine(self, cues: dict[str, np.ndarray], overlap: np.ndarray | None = None) -> np.ndarray:
@@ -339,7 +369,8 @@ class InstanceMatcher:
         comps = self.config.components
         return MatcherConfig(components=comps, weights_abs={c: float(w[2 * i]) for i, c in enumerate(comps)},
                              weights_rel={c: float(w[2 * i + 1]) for i, c in enumerate(comps)}, bias=float(b),
-                             hist_bins=self.config.hist_bins, orb_features=self.config.orb_features)
+                             hist_bins=self.config.hist_bins, orb_features=self.config.orb_features,
+                             keypoint_refs=self.config.keypoint_refs, layout_min_refs=self.config.layout_min_refs)
 
 
 class LimitedMatcher(InstanceMatcher):

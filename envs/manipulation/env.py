@@ -29,10 +29,11 @@ from envs.manipulation.objects import (
     category_mesh,
     instance_mesh_path,
     instances,
+    load_user_image,
     make_texture,
     write_obj,
 )
-from envs.manipulation.personal import PersonalObject, ReferenceSet, render_references
+from envs.manipulation.personal import ROBOT_ELEVATION, PersonalObject, ReferenceSet, render_references
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT, TabletopScene
 from envs.manipulation.tasks import GENERIC_TASKS, PERSONALIZED_TASKS, TaskSpec, describe, instruction
 from envs.registration import merged_options
@@ -60,6 +61,11 @@ class SimplerConfig(Options):
     num_clutter: int = option(1, "objects of other categories")
     personal_texture: str | None = option(None, "a user image wrapped on a ``personal_category`` mesh")
     personal_category: str | None = option(None, "fixes the category of every episode")
+    personal_references: tuple[str, ...] | None = option(
+        None, "with personal_texture: the user's own photos of the object (comma-separated image files), given as "
+        "info['reference_images'] instead of renders")
+    reference_views: int = option(16, "with personal_texture: extra reference renders of the user's object from "
+                                  "the robot cameras' elevation, appended to info['reference_images'] (0: none)")
     user_distractors: str = option("lookalikes", "with personal_texture: 'lookalikes' (the photo recoloured, "
                                    "recropped, mirrored, another photo; same body) or 'library' (library objects)")
     personal_object: str | None = option(None, "fixes the personal/target library instance (e.g. 'mug_12')")
@@ -82,6 +88,10 @@ class SimplerConfig(Options):
             raise choice_error("personal_category", cfg.personal_category, CATEGORIES)
         if cfg.personal_texture is not None and cfg.personal_category is None:
             raise ConfigError("personal_texture needs personal_category; valid: " + ", ".join(CATEGORIES))
+        if cfg.personal_references is not None and cfg.personal_texture is None:
+            raise ConfigError("personal_references needs personal_texture (the photos show the user's object)")
+        if cfg.personal_references is not None and not cfg.personal_references:
+            raise ConfigError("personal_references is empty; give one or more image files, comma-separated")
         if cfg.personal_object is not None and cfg.personal_object not in LIBRARY:
             raise choice_error("personal_object", cfg.personal_object, sorted(LIBRARY))
         if cfg.num_distractors is not None and not 0 <= int(cfg.num_distractors) <= 4:
@@ -92,6 +102,8 @@ class SimplerConfig(Options):
             raise choice_error("instruction_style", cfg.instruction_style, ("mixed", "colour", "colour_pattern"))
         if cfg.user_distractors not in USER_DISTRACTORS:
             raise choice_error("user_distractors", cfg.user_distractors, USER_DISTRACTORS)
+        if not 0 <= int(cfg.reference_views) <= 16:
+            raise ConfigError(f"reference_views must be in [0, 16], got {cfg.reference_views}")
         if not 3 <= int(cfg.reference_count) <= 5:
             raise ConfigError(f"reference_count must be in [3, 5], got {cfg.reference_count}")
         if cfg.render_mode not in (None, "rgb_array"):
@@ -126,6 +138,9 @@ class PersonalizedSimplerEnv(gym.Env):
         cfg = self.config
         self._user_object = (PersonalObject.from_texture(cfg.personal_texture, cfg.personal_category)
                              if cfg.personal_texture else None)
+        # Read (and checked) now, so a missing or unreadable photo is an error before any episode runs.
+        self._user_photos = ([load_user_image(f, "personal_references", int(cfg.image_size))
+                              for f in cfg.personal_references] if cfg.personal_references else None)
         if self._user_object is not None and not self.task.personalized:
             raise ConfigError(f"personal_texture only applies to personalized tasks, not {task!r}")
         fixed_cat = LIBRARY[cfg.personal_object].category if cfg.personal_object else None
@@ -324,10 +339,22 @@ class PersonalizedSimplerEnv(gym.Env):
         want = self.config.references if self.config.references is not None else self.task.personalized
         if not want:
             return []
-        key = f"{target.instance_id}/{self.config.image_size}/{self.config.reference_count}"
+        cfg = self.config
+        key = f"{target.instance_id}/{cfg.image_size}/{cfg.reference_count}"
+        user = self._user_object
         if key not in self._references:
-            obj = self._user_object if self._user_object is not None else PersonalObject(target, texture)
-            self._references[key] = render_references(obj, int(self.config.image_size), self.config.reference_count)
+            if self._user_photos is not None:  # the user's own photos of the object replace the phone-like renders
+                images = list(self._user_photos)
+            else:
+                obj = user if user is not None else PersonalObject(target, texture)
+                images = render_references(obj, int(cfg.image_size), cfg.reference_count).images
+            if user is not None and cfg.reference_views:
+                # A photo print's look-alikes (its mirror, another crop of it) differ only in where the print's
+                # colours sit, which the matcher can compare only from a similar viewpoint: add renders from the
+                # tabletop cameras' elevation, all around the object, after the phone-like ones.
+                images += render_references(user, int(cfg.image_size), int(cfg.reference_views), ROBOT_ELEVATION,
+                                            salt="robot-views").images
+            self._references[key] = ReferenceSet(target.instance_id, images, [])
         return [im.copy() for im in self._references[key].images]
 
     # ------------------------------------------------------------------ stepping

@@ -227,6 +227,13 @@ def _font(size: int) -> ImageFont.ImageFont:
 def load_user_texture(path: str | os.PathLike) -> np.ndarray:
     """A user's texture image resized to the library's texture size; ConfigError if it cannot be read or its header
     declares more than ``MAX_TEXTURE_PIXELS`` pixels (or a side over ``MAX_TEXTURE_SIDE``)."""
+    return load_user_image(path, "personal_texture", (TEXTURE_SIZE[1], TEXTURE_SIZE[0]))
+
+
+def load_user_image(path: str | os.PathLike, what: str, size: tuple[int, int] | int) -> np.ndarray:
+    """A user's image file as uint8 RGB: resized to ``size`` (width, height), or, for an int, so that its longer
+    side is ``size`` (aspect kept). ConfigError naming ``what`` (the option it came from) if it cannot be read or
+    its header declares more than ``MAX_TEXTURE_PIXELS`` pixels (or a side over ``MAX_TEXTURE_SIDE``)."""
     cap = f"the cap of {MAX_TEXTURE_PIXELS} pixels ({MAX_TEXTURE_SIDE} px a side); resize it first"
     try:
         with warnings.catch_warnings():
@@ -234,16 +241,19 @@ def load_user_texture(path: str | os.PathLike) -> np.ndarray:
             with Image.open(path) as img:  # reads the header only
                 width, height = img.size
                 if width * height > MAX_TEXTURE_PIXELS or max(width, height) > MAX_TEXTURE_SIDE:
-                    raise ConfigError(f"personal_texture {str(path)!r} is {width}x{height}, over {cap}")
-                rgb = img.convert("RGB").resize((TEXTURE_SIZE[1], TEXTURE_SIZE[0]), Image.BILINEAR)
+                    raise ConfigError(f"{what} {str(path)!r} is {width}x{height}, over {cap}")
+                if isinstance(size, int):
+                    scale = size / max(width, height, 1)
+                    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+                rgb = img.convert("RGB").resize(size, Image.BILINEAR)
                 return np.asarray(rgb, np.uint8).copy()
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise ConfigError(f"personal_texture {str(path)!r} is over {cap}") from None
+        raise ConfigError(f"{what} {str(path)!r} is over {cap}") from None
     except ConfigError:
         raise
     # Decoders report a truncated or malformed file in several ways; all mean the user's file is unreadable.
     except (OSError, ValueError, SyntaxError, EOFError, struct.error) as exc:
-        raise ConfigError(f"cannot read personal_texture {str(path)!r}: {type(exc).__name__}; expected a PNG or "
+        raise ConfigError(f"cannot read {what} {str(path)!r}: {type(exc).__name__}; expected a PNG or "
                           f"JPEG image") from exc
 
 

@@ -60,16 +60,22 @@ class ReferenceSet:
     views: list[dict[str, float]]
 
 
-def render_references(obj: PersonalObject, size: int = 224, count: int = 4) -> ReferenceSet:
-    """Render ``count`` (3-5) views of ``obj`` alone on a neutral surface, varying viewpoint, distance and light.
+PHONE_ELEVATION = (0.25, 0.8)  # radians: a hand-held phone photo of an object on a desk
+ROBOT_ELEVATION = (0.7, 1.05)  # the range the tabletop cameras look down at the objects from (40-60 degrees)
+
+
+def render_references(obj: PersonalObject, size: int = 224, count: int = 4,
+                      elevation: tuple[float, float] = PHONE_ELEVATION, salt: str = "") -> ReferenceSet:
+    """Render ``count`` (1-16; the env's reference sets are 3-5) views of ``obj`` alone on a neutral surface, spread
+    around it, varying elevation (radians, within ``elevation``), distance and light.
 
     Uses its own short-lived DIRECT client, so nothing of the evaluation scene (or its other objects) can leak into
-    the references. Deterministic per instance: the same object always gets the same reference set.
+    the references. Deterministic per instance and ``salt``: the same object always gets the same reference set.
     """
-    if not 3 <= count <= 5:
-        raise ConfigError(f"reference count must be 3-5, got {count}")
+    if not 1 <= count <= 16:
+        raise ConfigError(f"reference count must be 1-16, got {count}")
     inst = obj.instance
-    seed = int(hashlib.sha256(inst.instance_id.encode()).hexdigest()[:8], 16)
+    seed = int(hashlib.sha256((inst.instance_id + salt).encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng(seed)
     c = p.connect(p.DIRECT)
     try:
@@ -90,14 +96,14 @@ def render_references(obj: PersonalObject, size: int = 224, count: int = 4) -> R
                                      baseOrientation=p.getQuaternionFromEuler((0, 0, yaw)), physicsClientId=c)
             tex = p.loadTexture(texture_file(obj.texture), physicsClientId=c)
             p.changeVisualShape(body, -1, textureUniqueId=tex, rgbaColor=(1, 1, 1, 1), physicsClientId=c)
-            # Views spread around the object; elevation like a hand-held phone photo.
+            # Views spread around the object; elevation within the asked range.
             azimuth = 2 * math.pi * k / count + float(rng.uniform(-0.4, 0.4))
-            elevation = float(rng.uniform(0.25, 0.8))
+            elev = float(rng.uniform(*elevation))
             extent = max(inst.height, 2 * inst.radius)
             dist = extent * float(rng.uniform(2.2, 2.9)) + 0.05
             target = (0.0, 0.0, inst.height * 0.45)
-            eye = (dist * math.cos(elevation) * math.cos(azimuth), dist * math.cos(elevation) * math.sin(azimuth),
-                   target[2] + dist * math.sin(elevation))
+            eye = (dist * math.cos(elev) * math.cos(azimuth), dist * math.cos(elev) * math.sin(azimuth),
+                   target[2] + dist * math.sin(elev))
             view = p.computeViewMatrix(eye, target, (0, 0, 1), physicsClientId=c)
             proj = p.computeProjectionMatrixFOV(40.0, 1.0, 0.01, 3.0, physicsClientId=c)
             light = (float(rng.uniform(-1, 1)), float(rng.uniform(-1, 1)), float(rng.uniform(0.6, 1.5)))
@@ -108,7 +114,7 @@ def render_references(obj: PersonalObject, size: int = 224, count: int = 4) -> R
                                                 lightDiffuseCoeff=float(rng.uniform(0.35, 0.6)),
                                                 shadow=0, flags=p.ER_NO_SEGMENTATION_MASK, physicsClientId=c)
             images.append(np.asarray(rgba, np.uint8).reshape(size, size, 4)[..., :3].copy())
-            views.append({"azimuth": azimuth, "elevation": elevation, "distance": dist, "object_yaw": yaw})
+            views.append({"azimuth": azimuth, "elevation": elev, "distance": dist, "object_yaw": yaw})
         return ReferenceSet(inst.instance_id, images, views)
     finally:
         p.disconnect(physicsClientId=c)

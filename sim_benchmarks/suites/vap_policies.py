@@ -33,8 +33,8 @@ class VAPOptions(Options):
     vap_style: Literal["recolour", "overlay", "outline", "dim", "crop"] = field(
         default="recolour", metadata={"help": "how the object is highlighted"})
     vap_refs: int | None = field(default=None, metadata={"help": "use only the first N reference images"})
-    vap_components: tuple[str, ...] = field(default=("embedding", "colour", "keypoints"),
-                                            metadata={"help": "matcher cues: embedding, colour, keypoints"})
+    vap_components: tuple[str, ...] = field(default=("embedding", "colour", "keypoints", "layout"),
+                                            metadata={"help": "matcher cues: embedding, colour, keypoints, layout"})
     vap_every: int = field(default=5, metadata={"help": "tracker re-localisation period (steps)"})
     vap_embedder: str | None = field(default=None, metadata={"help": "local DINOv2/CLIP folder as the embedding cue"})
     vap_matcher_embedder: Literal["mobilenet_v2", "instance", "blend"] | None = field(

@@ -2,12 +2,16 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
+import matplotlib
 import pytest
 
 from envs.errors import ConfigError
 from sim_benchmarks import registry
 from sim_benchmarks.registry import PolicyContext
+
+STOCK_PHOTO = str(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg")
 
 
 def test_suites_and_policies_registered():
@@ -39,6 +43,9 @@ def test_factories_build_working_policies():
     (["--env", "personalized_simpler/fractal_pick_my", "--env-option", "personal_category=spoon"], "spoon"),
     (["--env", "personalized_simpler/fractal_pick_my", "--env-option", "personal_texture=/no/such.png",
       "--env-option", "personal_category=mug"], "personal_texture"),
+    (["--env", "personalized_simpler/fractal_pick_my", "--env-option", f"personal_texture={STOCK_PHOTO}",
+      "--env-option", "personal_category=mug", "--env-option", "personal_references=/no/such_ref.png"],
+     "cannot read personal_references '/no/such_ref.png'"),
 ])
 def test_cli_bad_configuration_exits_2(args, message, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "launch.eval", *args, "--policy", "random", "--episodes", "1",

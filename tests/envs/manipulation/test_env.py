@@ -146,10 +146,42 @@ def test_user_texture_object(tmp_path):
                                        "personal_category": "mug", "reference_count": 3})
     obs, info = env.reset(seed=0)
     assert info["category"] == "mug" and info["personal_object"].startswith("user_mug_")
-    assert len(info["reference_images"]) == 3
+    assert len(info["reference_images"]) == 3 + 16  # 3 phone-like renders + 16 from the robot cameras' elevation
     magenta = (info["reference_images"][0][..., 0] > 150) & (info["reference_images"][0][..., 1] < 80)
     assert magenta.sum() > 20  # the user's print is visible in the reference photos
     env.close()
+    env = make_env("fractal_pick_my", {**SMALL, "personal_texture": str(tmp_path / "my_mug.png"),
+                                       "personal_category": "mug", "reference_count": 3, "reference_views": 0})
+    _, info_plain = env.reset(seed=0)
+    assert len(info_plain["reference_images"]) == 3
+    first = info["reference_images"][:3]
+    assert all(np.array_equal(a, b) for a, b in zip(info_plain["reference_images"], first, strict=True))
+    env.close()
+
+
+def test_user_photos_replace_the_rendered_references(tmp_path):
+    from PIL import Image
+
+    tex = np.zeros((64, 128, 3), np.uint8)
+    tex[:, :, 1] = 200
+    Image.fromarray(tex).save(tmp_path / "print.png")
+    photo = np.full((90, 120, 3), 180, np.uint8)
+    photo[30:70, 40:80] = (250, 0, 250)
+    Image.fromarray(photo).save(tmp_path / "a.png")
+    Image.fromarray(photo[:, ::-1]).save(tmp_path / "b.jpg")
+    opts = {**SMALL, "personal_texture": str(tmp_path / "print.png"), "personal_category": "mug"}
+    env = make_env("fractal_pick_my", {**opts, "personal_references": f"{tmp_path / 'a.png'},{tmp_path / 'b.jpg'}",
+                                       "reference_views": 2})
+    _, info = env.reset(seed=0)
+    refs = info["reference_images"]
+    assert len(refs) == 2 + 2 and refs[0].shape == (48, 64, 3)  # photos first; longer side = image_size
+    assert refs[0][24, 32, 0] > 200 and refs[0][24, 32, 1] < 60  # the photo itself, not a render of the print
+    env.close()
+    with pytest.raises(ConfigError, match="cannot read personal_references '/no/b.png'") as err:
+        make_env("fractal_pick_my", {**opts, "personal_references": f"{tmp_path / 'a.png'},/no/b.png"})
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="personal_references needs personal_texture"):
+        make_env("fractal_pick_my", {**SMALL, "personal_references": str(tmp_path / "a.png")})
 
 
 def test_train_extended_split_draws_extra_designs_for_generic_tasks():
@@ -173,6 +205,7 @@ def test_train_extended_split_draws_extra_designs_for_generic_tasks():
     ({"personal_texture": "/nonexistent/x.png", "personal_category": "mug"}, "cannot read personal_texture"),
     ({"personal_texture": "x.png"}, "needs personal_category"),
     ({"max_steps": 500}, "max_steps"),
+    ({"reference_views": 17}, r"reference_views must be in \[0, 16\], got 17"),
     ({"colour": "red"}, "unknown option for personalized_simpler env 'colour'; valid: image_size"),
     ({"image_size": "abc"}, "image_size must be an integer, got 'abc'"),
     ({"max_steps": 40.5}, "max_steps must be an integer"),

@@ -1,0 +1,87 @@
+"""The print-layout cue: a print matches itself under a small shift, not its mirror, upside-down turn or recrop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import matplotlib
+import numpy as np
+
+from perception.candidate import object_crop
+from perception.layout import layout_signature, layout_similarity
+from perception.matching import InstanceMatcher, MatcherConfig
+
+
+def _photo() -> np.ndarray:
+    img = cv2.imread(str(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"))
+    return cv2.cvtColor(cv2.resize(img, (60, 80)), cv2.COLOR_BGR2RGB)
+
+
+def _on_table(print_: np.ndarray, dx: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The print as an object on a grey 128² frame (offset ``dx`` px), with its mask."""
+    frame = np.full((128, 128, 3), 110, np.uint8)
+    mask = np.zeros((128, 128), bool)
+    frame[24:104, 34 + dx:94 + dx] = print_
+    mask[24:104, 34 + dx:94 + dx] = True
+    return frame, mask
+
+
+def _signature(print_: np.ndarray, dx: int = 0):
+    return layout_signature(*object_crop(*_on_table(print_, dx), 96))
+
+
+def test_a_print_matches_itself_better_than_its_mirror_turn_or_recrop():
+    photo = _photo()
+    ref = _signature(photo)
+    h, w = photo.shape[:2]
+    zoom = cv2.resize(photo[h // 4:h // 4 + h // 2, w // 4:w // 4 + w // 2], (w, h))
+    rolled = np.roll(photo, 6, axis=1)  # the body turned a little: the print moves sideways
+    sims = layout_similarity([_signature(p) for p in (photo, rolled, photo[:, ::-1], photo[::-1, ::-1], zoom)],
+                             [ref])
+    assert sims[0] > 0.99  # identical
+    assert sims[1] > 0.8  # a sideways shift is searched over
+    assert sims[1] > max(sims[2:]) + 0.1, sims
+
+
+def test_layout_similarity_is_in_range_and_empty_inputs_give_empty_output():
+    photo = _photo()
+    sims = layout_similarity([_signature(photo), _signature(255 - photo)], [_signature(photo), _signature(photo, 3)])
+    assert sims.shape == (2,) and np.all((sims >= -1) & (sims <= 1 + 1e-6)) and sims[0] > sims[1]
+    assert layout_similarity([], [_signature(photo)]).shape == (0,)
+    assert layout_similarity([_signature(photo)], []).tolist() == [0.0]
+
+
+def _mirror_and_print() -> tuple[np.ndarray, list[np.ndarray], dict]:
+    """One frame: the mirrored print on the left, the user's print (turned a little) on the right; the reference."""
+    photo = _photo()
+    frame_ref, mask_ref = _on_table(photo)
+    frame = np.full((128, 256, 3), 110, np.uint8)
+    left, right = np.zeros((128, 256), bool), np.zeros((128, 256), bool)
+    frame[24:104, 20:80], left[24:104, 20:80] = photo[:, ::-1], True
+    frame[24:104, 150:210], right[24:104, 150:210] = np.roll(photo, 6, axis=1), True
+    return frame, [left, right], {"image": frame_ref, "mask": mask_ref}
+
+
+def test_matcher_with_the_layout_cue_prefers_the_print_over_its_mirror():
+    frame, masks, ref = _mirror_and_print()
+    matcher = InstanceMatcher(MatcherConfig(layout_min_refs=1))
+    assert "layout" in matcher.config.components
+    matcher.set_references([ref])
+    cues = matcher.cues(matcher.views(frame, masks))
+    assert cues["layout"][1] > cues["layout"][0] + 0.1
+
+
+def test_with_few_references_the_layout_cue_is_left_out():
+    frame, masks, ref = _mirror_and_print()
+    from perception.candidate import Candidate, box_of_mask
+
+    cands = [Candidate(box=box_of_mask(m), mask=m, score=1.0) for m in masks]
+    with_layout = InstanceMatcher(MatcherConfig())  # default: 8 references or more
+    without = InstanceMatcher(MatcherConfig(components=("embedding", "colour", "keypoints")),
+                              embedder=with_layout.embedder)
+    for m in (with_layout, without):
+        m.set_references([ref] * 3)
+    probs, cues = with_layout.score_with_cues(frame, cands)
+    assert np.all(cues["layout"] == 0)
+    assert np.allclose(probs, without.score(frame, cands))
