@@ -163,12 +163,12 @@ def _tv_split(tv: np.ndarray, tv_base: np.ndarray, after: np.ndarray) -> dict[st
 class KLTrainConfig:
     """Training on exact D' conditionals: model size, optimisation, data mix, early stopping."""
 
-    steps: int = 400
-    batch: int = 8
+    steps: int = 200
+    batch: int = 32
     lr: float = 2e-3
     d_model: int = 32
-    n_layers: int = 3
-    n_heads: int = 4
+    n_layers: int = 4
+    n_heads: int = 2
     alibi: bool = True
     on_policy_share: float = 0.25  # of each batch, once the model exists
     on_policy_every: int = 10  # steps between fresh on-policy histories (they cost T model calls)
