@@ -68,7 +68,14 @@ class CausalTransformer(nn.Module):
         dist = (pos[:, None] - pos[None, :]).clamp_min(0).to(x.dtype)
         bias = mask[None] - self.log_slopes.exp()[:, None, None] * dist  # (H, L, L)
         bias = bias.repeat(tokens.shape[0], 1, 1)  # (B * H, L, L), batch-major as attention expects
-        return self.head(self.norm(self.blocks(x, mask=bias)))
+        # The fused inference path (eval mode without grad) misreads a per-head (B * H, L, L) float mask (outputs
+        # off by O(1) in torch 2.13): run the regular path, restoring the global switch afterwards.
+        fast = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)
+        try:
+            return self.head(self.norm(self.blocks(x, mask=bias)))
+        finally:
+            torch.backends.mha.set_fastpath_enabled(fast)
 
 
 @dataclass(frozen=True)

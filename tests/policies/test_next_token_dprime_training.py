@@ -114,3 +114,7 @@ def test_alibi_transformer_is_causal_and_learns_its_slopes():
     assert torch.allclose(model(x)[:, :30], model(x2)[:, :30], atol=1e-5)
     model(x).sum().backward()
     assert model.log_slopes.grad is not None and model.log_slopes.grad.abs().sum() > 0
+    train_out = model(x).detach()
+    model.eval()
+    with torch.no_grad():  # the inference path must compute the same function as training
+        assert torch.allclose(model(x), train_out, atol=1e-5)
