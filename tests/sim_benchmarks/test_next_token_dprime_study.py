@@ -90,3 +90,21 @@ def test_lockstep_model_games_are_the_ones_play_game_plays():
                           opp, [0, 1, 2])
         assert np.allclose(fast["per_seed_final"], slow["per_seed_final"], atol=1e-6)
         assert abs(fast["tv_all"] - slow["tv_all"]) < 1e-6
+
+
+def test_switched_branch_only_agent_plays_exact_dprime_until_the_switch():
+    import torch
+
+    from policies.next_token.transformer import CausalTransformer, TransformerConfig
+    from sim_benchmarks.studies.next_token.dprime_study import model_curve
+
+    torch.manual_seed(0)
+    game = rock_paper_scissors()
+    cfg = SAMPLE_BR_CONFIG.__class__(**{**SAMPLE_BR_CONFIG.__dict__, "rounds": 40})  # too short for a switch
+    model = CausalTransformer(TransformerConfig(n_actions=3, context=41, d_model=8, n_layers=1, n_heads=2)).eval()
+    hybrid = model_curve(game, cfg, model, "anti_model", [0, 1], after_switch_only=True)
+    exact = play_curve(game, cfg, lambda s: exact_dprime(game, cfg), "anti_model", [0, 1])
+    assert hybrid["switch_rate"] == 0.0 and hybrid["tv_after_switch"] is None
+    assert np.allclose(hybrid["per_seed_final"], exact["per_seed_final"])
+    plain_model = model_curve(game, cfg, model, "anti_model", [0, 1])
+    assert not np.allclose(plain_model["per_seed_final"], exact["per_seed_final"])

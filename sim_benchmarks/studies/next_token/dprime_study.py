@@ -121,10 +121,11 @@ class NoisyPredictor:
 
 class ShadowedPredictor:
     """A model's predictions, with the exact D' run alongside on the same history to record TV(model, D') per
-    round (split at D''s switch) -- the model's TV on the very histories its agent meets."""
+    round (split at D''s switch) -- the model's TV on the very histories its agent meets. ``after_switch_only``
+    plays the exact D' until its switch and the model after it: a test of the switched (Hedge) branch alone."""
 
-    def __init__(self, model_pred: Predictor, exact: RobustifiedPredictor) -> None:
-        self.model_pred, self.exact = model_pred, exact
+    def __init__(self, model_pred: Predictor, exact: RobustifiedPredictor, after_switch_only: bool = False) -> None:
+        self.model_pred, self.exact, self.after_only = model_pred, exact, after_switch_only
 
     def reset(self, n_actions: int) -> None:
         self.model_pred.reset(n_actions)
@@ -137,9 +138,11 @@ class ShadowedPredictor:
         self.exact.update(action)
 
     def predict(self) -> np.ndarray:
-        p = np.asarray(self.model_pred.predict(), dtype=np.float64)
         e = self.exact.predict()
+        p = np.asarray(self.model_pred.predict(), dtype=np.float64)
         (self.tv_after if self.exact.switched else self.tv_before).append(0.5 * float(np.abs(p - e).sum()))
+        if self.after_only and not self.exact.switched:
+            return e  # the hybrid: exact D' before its switch, the model only on the switched branch
         return p
 
 
@@ -194,16 +197,18 @@ class _Fed:
         return self.value
 
 
-def model_curve(game: MatrixGame, cfg: DPrimeConfig, model: Any, opponent: str, seeds: list[int]) -> dict[str, Any]:
+def model_curve(game: MatrixGame, cfg: DPrimeConfig, model: Any, opponent: str, seeds: list[int],
+                after_switch_only: bool = False) -> dict[str, Any]:
     """``play_curve`` for a trained model's agent, with every seed's game played in lockstep so that each round is
-    one batched model call (the same games as ``play_game`` with ``TransformerPredictor``; tested)."""
+    one batched model call (the same games as ``play_game`` with ``TransformerPredictor``; tested);
+    ``after_switch_only``: the hybrid agent of ``ShadowedPredictor``."""
     import torch
 
     marks = [m for m in MARKS if m <= cfg.rounds] or [cfg.rounds]
     envs = [RepeatedGameEnv(game, make_opponent(opponent, cfg.rounds), rounds=cfg.rounds, opponent_name=opponent)
             for _ in seeds]
     feeds = [_Fed() for _ in seeds]
-    preds = [ShadowedPredictor(f, exact_dprime(game, cfg)) for f in feeds]
+    preds = [ShadowedPredictor(f, exact_dprime(game, cfg), after_switch_only) for f in feeds]
     agents = [LogitResponseAgent(p, beta=cfg.beta, rule=cfg.rule) for p in preds]
     obs = []
     for env, agent, s in zip(envs, agents, seeds, strict=True):
@@ -318,6 +323,11 @@ def sample_br_models(game: MatrixGame, cfg: DPrimeConfig, refs: dict[str, Any], 
             res["minus_exact"] = paired(res, ref["dprime_exact"])
             res["minus_plain"] = paired(res, ref["plain"])
             row[opp] = res
+            if opp != "D":  # the switched branch alone: exact D' until the switch, the model after it
+                hyb = model_curve(game, cfg, model, opp, seeds, after_switch_only=True)
+                hyb["minus_exact"] = paired(hyb, ref["dprime_exact"])
+                hyb["minus_uniform_control"] = paired(hyb, ref["uniform_after_switch"])
+                row[f"{opp}/switched_branch_only"] = hyb
         out[Path(path).name] = row
         log(f"model {path}: held-out TV {row['held_out']['all']['mean_tv']:.4f} (before "
             f"{row['held_out']['all']['mean_tv_before_switch']:.4f}, after "
@@ -490,35 +500,54 @@ def reachable_tv(s: dict[str, Any], opp: str) -> float:
     return best
 
 
+def seed_interval(values: list[float]) -> dict[str, Any]:
+    """Mean over training seeds with a 95 % t interval (None for a single seed)."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return {"mean": float(x.mean()), "ci95": None, "n": len(x)}
+    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return {"mean": float(x.mean()), "ci95": [float(x.mean() - half), float(x.mean() + half)], "n": len(x)}
+
+
 def verdict(s: dict[str, Any]) -> dict[str, Any]:
-    """Claim (e) read against the precision curve. ``yes``: on both adversaries every trained model's held-out TV
-    is within the reachable TV and its agent's regret is within ``TOLERANCE`` of the exact D' agent's (paired 95 %
-    interval), while plain play is more than ``TOLERANCE`` worse (so the test can fail); ``partly``: the models' agents
-    beat plain play (paired interval below 0) but miss one of those; ``no``: otherwise."""
+    """Claim (e) read against the precision curve. ``yes``: on both adversaries plain play is more than
+    ``TOLERANCE`` worse than the exact D' agent (the test can fail), every trained model's TV to D' -- on held-out
+    histories and on the games its own agent played -- is within the curve's reachable TV, and its agent's regret is
+    within ``TOLERANCE`` of the exact D' agent's (paired 95 % interval); ``partly``: the models' agents beat plain
+    play (paired interval below 0) on both but miss one of the rest; ``no``: otherwise."""
     if not s["models"]:
         return {"verdict": "inconclusive", "why": "no trained model evaluated"}
-    rows = {}
-    for opp in ("anti_model", "anti_then_biased"):
+    models = list(s["models"].values())
+    rows: dict[str, Any] = {}
+    for opp in ("anti_model", "anti_then_biased", "D"):
         ref = s[f"reference/{opp}"]
-        plain_gap = ref["plain_minus_exact"]
-        diffs = [m[opp]["minus_exact"] for m in s["models"].values()]
-        to_plain = [m[opp]["minus_plain"] for m in s["models"].values()]
-        tol_tv = reachable_tv(s, opp)
-        tvs = [m["held_out"]["all"]["mean_tv"] for m in s["models"].values()]
-        rows[opp] = {"plain_minus_exact": plain_gap["mean"], "plain_ci95": plain_gap["ci95"],
-                     "reachable_tv": tol_tv, "model_held_out_tv": tvs,
-                     "model_minus_exact": [d["mean"] for d in diffs],
-                     "model_minus_exact_ci95": [d["ci95"] for d in diffs],
-                     "model_minus_plain": [d["mean"] for d in to_plain],
-                     "model_minus_plain_ci95": [d["ci95"] for d in to_plain],
-                     "test_can_fail": plain_gap["ci95"][0] > TOLERANCE,
-                     "tv_reached": all(tv <= tol_tv for tv in tvs),
-                     "regret_kept": all(abs(d["ci95"][0]) <= TOLERANCE and abs(d["ci95"][1]) <= TOLERANCE
-                                        for d in diffs),
-                     "better_than_plain": all(d["ci95"][1] < 0 for d in to_plain)}
-    if all(r["test_can_fail"] and r["tv_reached"] and r["regret_kept"] for r in rows.values()):
+        diffs = [m[opp]["minus_exact"] for m in models]
+        row = {"exact": ref["dprime_exact"]["final"]["mean"], "plain": ref["plain"]["final"]["mean"],
+               "model_over_seeds": seed_interval([m[opp]["final"]["mean"] for m in models]),
+               "model_minus_exact": [d["mean"] for d in diffs],
+               "model_minus_exact_ci95": [d["ci95"] for d in diffs],
+               "own_games_tv": [m[opp]["tv_all"] for m in models],
+               "own_games_dprime_switch_rate": [m[opp]["switch_rate"] for m in models],
+               "regret_kept": all(abs(d["ci95"][0]) <= TOLERANCE and abs(d["ci95"][1]) <= TOLERANCE for d in diffs)}
+        if opp != "D":
+            plain_gap = ref["plain_minus_exact"]
+            to_plain = [m[opp]["minus_plain"] for m in models]
+            tol_tv = reachable_tv(s, opp)
+            held = [m["held_out"]["all"]["mean_tv"] for m in models]
+            row.update({"plain_minus_exact": plain_gap["mean"], "plain_ci95": plain_gap["ci95"],
+                        "reachable_tv": tol_tv, "held_out_tv": held,
+                        "model_minus_plain": [d["mean"] for d in to_plain],
+                        "model_minus_plain_ci95": [d["ci95"] for d in to_plain],
+                        "test_can_fail": plain_gap["ci95"][0] > TOLERANCE,
+                        "tv_reached": all(tv <= tol_tv for tv in held + row["own_games_tv"]),
+                        "better_than_plain": all(d["ci95"][1] < 0 for d in to_plain)})
+        rows[opp] = row
+    adv = [rows[o] for o in ("anti_model", "anti_then_biased")]
+    if all(r["test_can_fail"] and r["tv_reached"] and r["regret_kept"] for r in adv):
         word = "yes"
-    elif all(r["better_than_plain"] for r in rows.values()):
+    elif all(r["better_than_plain"] for r in adv):
         word = "partly"
     else:
         word = "no"
@@ -620,12 +649,30 @@ def render(res: dict[str, Any]) -> str:
         cells = []
         for opp in ("anti_model", "anti_then_biased"):
             r = m[opp]
-            cells.append(f"{_f(r['final'])}, TV {r['tv_all']:.3f} (after switch {r['tv_after_switch'] or 0:.3f}), "
-                         f"{_f(r['minus_exact'])}, {_f(r['minus_plain'])}")
+            after = (f"after switch {r['tv_after_switch']:.3f}" if r["tv_after_switch"] is not None
+                     else "D' never switches on these games")
+            cells.append(f"{_f(r['final'])}, TV {r['tv_all']:.3f} ({after}), {_f(r['minus_exact'])}, "
+                         f"{_f(r['minus_plain'])}")
         lines.append(f"| {name} (seed {m['seed']}, step {m['best_step']}) | {h['mean_tv']:.4f} / "
                      f"{h['mean_tv_before_switch']:.4f} / {h['mean_tv_after_switch']:.4f} | {cells[0]} | {cells[1]} | "
                      f"{_f(m['D']['final'])} |")
-    lines += ["", f"Verdict: **{res['verdict']['verdict']}**", ""]
+    for name, m in sb["models"].items():
+        for opp in ("anti_model", "anti_then_biased"):
+            h = m.get(f"{opp}/switched_branch_only")
+            if h:
+                lines.append(f"\n{name} on the switched branch only (exact D' before the switch) vs {opp}: "
+                             f"{_f(h['final'])}, TV after the switch {h['tv_after_switch']}, minus exact "
+                             f"{_f(h['minus_exact'])}, minus the uniform control {_f(h['minus_uniform_control'])}")
+    v = res["verdict"]
+    if "per_opponent" in v:
+        for opp, r in v["per_opponent"].items():
+            m = r["model_over_seeds"]
+            lines.append(f"\n{opp}: models over training seeds {m['mean']:.3f} {m['ci95']} (n = {m['n']}); exact "
+                         f"{r['exact']:.3f}, plain {r['plain']:.3f}"
+                         + (f"; reachable TV {r['reachable_tv']:g}, held-out TV "
+                            f"{[round(x, 3) for x in r['held_out_tv']]}" if "reachable_tv" in r else "")
+                         + f"; TV on own games {[round(x, 3) for x in r['own_games_tv']]}")
+    lines += ["", f"Verdict: **{v['verdict']}**", ""]
     return "\n".join(lines)
 
 
