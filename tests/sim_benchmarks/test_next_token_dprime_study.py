@@ -3,7 +3,6 @@
 import json
 
 import numpy as np
-import pytest
 
 from envs.games import rock_paper_scissors
 from policies.next_token.dprime import SAMPLE_BR_CONFIG, exact_dprime
@@ -44,7 +43,6 @@ def test_uniform_after_the_switch_is_caught_by_the_anti_then_biased_opponent_onl
     assert res["anti_then_biased"] > 0.03  # after the hand-over only Hedge exploits the bias
 
 
-@pytest.mark.slow
 def test_train_ship_evaluate_end_to_end(tmp_path):
     model = tmp_path / "m.pt"
     assert main(["train", "--seed", "0", "--steps", "3", "--rounds", "64", "--d-model", "8", "--n-layers", "1",
