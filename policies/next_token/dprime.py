@@ -12,6 +12,12 @@ the first round t with max_i G_t[i] - L_t > tau_t = sqrt(2 t ln(K/delta)); eta_t
 schedules, so one model serves every horizon up to its context). H(h) solves a linear system; it exists for square
 games whose equaliser is interior (RPS, matching pennies). D' is a distribution over opponent sequences: its
 conditionals are a deterministic function of the opponent history alone.
+
+Two decision rules (``DECISION_RULES``): ``logit`` (above) multiplies every prediction error by beta before it
+reaches the strategy, so D' must be matched to ~1/beta; ``sample_br`` -- draw one opponent action from p and play the
+best reply to it, q = sum_j p_j e_{BR(j)} -- passes a prediction error of TV eps to the strategy as TV <= eps. With
+``sample_br`` H(h) is Hedge's strategy pulled back through BR (a permutation in RPS), O(1) away from the base model,
+whose predictions are sharpened (p^gamma) so that plain play on them stays exploitable.
 """
 
 from __future__ import annotations
@@ -29,7 +35,12 @@ from envs.errors import ConfigError
 from envs.games.matrix import MatrixGame
 from envs.games.opponents import AntiModelOpponent, MixtureOpponent
 from policies.next_token.agents import RepeatedGameAgent, softmax
-from policies.next_token.predictors import NGramPredictor, Predictor
+from policies.next_token.predictors import (
+    DiscountedBigramPredictor,
+    NGramPredictor,
+    Predictor,
+    SharpenedPredictor,
+)
 from policies.next_token.transformer import CausalTransformer, TransformerConfig, load_model, save_model
 
 
@@ -72,6 +83,51 @@ class HedgeMatching:
         return p / p.sum()
 
 
+DECISION_RULES = ("logit", "sample_br")
+
+
+def best_reply_map(payoff: np.ndarray) -> np.ndarray:
+    """(N,) the learner's best reply to each pure opponent action (first maximiser on ties)."""
+    return np.argmax(np.asarray(payoff, dtype=np.float64), axis=0)
+
+
+def sample_br_response(payoff: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Draw an opponent action from ``p``, play the best reply to it: the mixed strategy sum_j p_j e_{BR(j)}."""
+    q = np.zeros(np.asarray(payoff).shape[0])
+    np.add.at(q, best_reply_map(payoff), np.asarray(p, dtype=np.float64))
+    return q
+
+
+class SampleBRMatching:
+    """The opponent distribution whose sample-then-best-reply strategy is softmax(z): Hedge pulled back through BR.
+
+    Needs BR to be a bijection between opponent and learner actions (RPS, matching pennies); then p_j = q_{BR(j)}.
+    """
+
+    def __init__(self, payoff: np.ndarray) -> None:
+        a = np.asarray(payoff, dtype=np.float64)
+        self.br = best_reply_map(a)
+        if a.shape[0] != a.shape[1] or len(set(self.br.tolist())) != a.shape[0]:
+            raise ConfigError("sample-then-best-reply predictions need a square game whose best replies to the "
+                              "opponent's pure actions are all different (rps, matching_pennies)")
+
+    def __call__(self, z: np.ndarray) -> np.ndarray:
+        """The distribution p with sample_br_response(p) = softmax(z)."""
+        return softmax(np.asarray(z, dtype=np.float64))[self.br]
+
+
+def check_rule(rule: str) -> str:
+    """``rule`` if it is one of ``DECISION_RULES`` (else a ConfigError naming the valid ones)."""
+    if rule not in DECISION_RULES:
+        raise ConfigError(f"decision rule must be one of {', '.join(DECISION_RULES)}, got {rule!r}")
+    return rule
+
+
+def respond(payoff: np.ndarray, p: np.ndarray, rule: str, beta: float) -> np.ndarray:
+    """The learner's mixed strategy for prediction ``p`` under ``rule`` (see ``DECISION_RULES``)."""
+    return sample_br_response(payoff, p) if rule == "sample_br" else logit_response(payoff, p, beta)
+
+
 def anytime_tau(t: int, k: int, delta: float) -> float:
     """tau_t = sqrt(2 t ln(K / delta))."""
     return math.sqrt(2.0 * t * math.log(k / delta))
@@ -82,13 +138,25 @@ def anytime_eta(t: int, k: int) -> float:
     return math.sqrt(8.0 * math.log(k) / max(int(t), 1))
 
 
-class RobustifiedPredictor:
-    """D' as a ``Predictor``: the base model until the regret trigger, then the Hedge-matching distribution."""
+POST_SWITCH = ("hedge", "uniform")
 
-    def __init__(self, payoff: np.ndarray, base: Predictor, beta: float = 300.0, delta: float = 0.05) -> None:
+
+class RobustifiedPredictor:
+    """D' as a ``Predictor``: the base model until the regret trigger, then the Hedge-matching distribution.
+
+    ``post_switch="uniform"`` is a control, not D': after the switch it predicts the uniform distribution, to show
+    whether a test of D' measures the Hedge content of the switched branch at all.
+    """
+
+    def __init__(self, payoff: np.ndarray, base: Predictor, beta: float = 300.0, delta: float = 0.05,
+                 rule: str = "logit", post_switch: str = "hedge") -> None:
         self.payoff = np.asarray(payoff, dtype=np.float64)
         self.base, self.beta, self.delta = base, float(beta), float(delta)
-        self.match = HedgeMatching(self.payoff, beta)
+        self.rule = check_rule(rule)
+        if post_switch not in POST_SWITCH:
+            raise ConfigError(f"post_switch must be one of {', '.join(POST_SWITCH)}, got {post_switch!r}")
+        self.post_switch = post_switch
+        self.match = SampleBRMatching(self.payoff) if rule == "sample_br" else HedgeMatching(self.payoff, beta)
         self.k = self.payoff.shape[0]
         self.reset(self.payoff.shape[1])
 
@@ -103,12 +171,16 @@ class RobustifiedPredictor:
             if not self.switched and self.t > 0 and self.cum.max() - self.learner > anytime_tau(self.t, self.k,
                                                                                                   self.delta):
                 self.switched, self.switch_round = True, self.t
-            self._p = (self.match(anytime_eta(self.t, self.k) * self.cum) if self.switched
-                       else np.asarray(self.base.predict(), dtype=np.float64))
+            if not self.switched:
+                self._p = np.asarray(self.base.predict(), dtype=np.float64)
+            elif self.post_switch == "uniform":
+                self._p = np.full(self.payoff.shape[1], 1.0 / self.payoff.shape[1])
+            else:
+                self._p = self.match(anytime_eta(self.t, self.k) * self.cum)
         return self._p
 
     def update(self, action: int) -> None:
-        q = logit_response(self.payoff, self.predict(), self.beta)  # what the learner played this round
+        q = respond(self.payoff, self.predict(), self.rule, self.beta)  # what the learner played this round
         u = self.payoff[:, int(action)]
         self.cum += u
         self.learner += float(q @ u)
@@ -118,11 +190,12 @@ class RobustifiedPredictor:
 
 
 class LogitResponseAgent(RepeatedGameAgent):
-    """Plays the logit response softmax(beta A p) to any predictor's next-action distribution p."""
+    """Plays the response to any predictor's next-action distribution p: by default the logit response
+    softmax(beta A p); ``rule="sample_br"`` plays the best reply to an action drawn from p."""
 
-    def __init__(self, predictor: Predictor, beta: float = 300.0, **kw: Any) -> None:
+    def __init__(self, predictor: Predictor, beta: float = 300.0, rule: str = "logit", **kw: Any) -> None:
         super().__init__(**kw)
-        self.predictor, self.beta = predictor, float(beta)
+        self.predictor, self.beta, self.rule = predictor, float(beta), check_rule(rule)
 
     def _on_reset(self, info: dict[str, Any]) -> None:
         self.predictor.reset(self.n)
@@ -131,7 +204,7 @@ class LogitResponseAgent(RepeatedGameAgent):
         self.predictor.update(j)
 
     def _decide(self) -> np.ndarray:
-        return logit_response(self.payoff, self.predictor.predict(), self.beta)
+        return respond(self.payoff, self.predictor.predict(), self.rule, self.beta)
 
     def episode_info(self) -> dict[str, Any]:
         """Switch diagnostics when the predictor is D'."""
@@ -147,6 +220,10 @@ class DPrimeConfig:
     beta: float = 300.0
     delta: float = 0.05
     base_order: int = 1
+    rule: str = "logit"
+    base: str = "ngram"
+    decay: float = 0.9
+    sharpen: float = 1.0
     histories: int = 400
     val_fraction: float = 0.125
     steps: int = 600
@@ -160,8 +237,26 @@ class DPrimeConfig:
 SOURCES = ("dprime", "D", "anti_model", "partly_adversarial")
 
 
-def _base(cfg: DPrimeConfig) -> NGramPredictor:
-    return NGramPredictor(order=cfg.base_order)
+BASES = ("ngram", "discounted_bigram")
+
+# The claim (e) setting where D' differs from the base model by O(1) after the switch and a prediction error of TV
+# eps moves the strategy by at most eps: sample-then-best-reply on a sharpened, discounted in-context bigram.
+SAMPLE_BR_CONFIG = DPrimeConfig(rule="sample_br", base="discounted_bigram", decay=0.9, sharpen=8.0)
+
+
+def base_predictor(cfg: DPrimeConfig) -> Predictor:
+    """The base next-token model P of a D' config: the in-context n-gram (``base="ngram"``) or the discounted
+    bigram (``"discounted_bigram"``), sharpened to the power ``sharpen``."""
+    if cfg.base not in BASES:
+        raise ConfigError(f"base must be one of {', '.join(BASES)}, got {cfg.base!r}")
+    base: Predictor = (NGramPredictor(order=cfg.base_order) if cfg.base == "ngram"
+                       else DiscountedBigramPredictor(cfg.decay))
+    return base if cfg.sharpen == 1.0 else SharpenedPredictor(base, cfg.sharpen)
+
+
+def exact_dprime(game: MatrixGame, cfg: DPrimeConfig, post_switch: str = "hedge") -> RobustifiedPredictor:
+    """D' of a config as a predictor (fresh state)."""
+    return RobustifiedPredictor(game.payoff, base_predictor(cfg), cfg.beta, cfg.delta, cfg.rule, post_switch)
 
 
 def sample_histories(game: MatrixGame, cfg: DPrimeConfig, seed: int, count: int) -> dict[str, np.ndarray]:
@@ -182,7 +277,7 @@ def sample_histories(game: MatrixGame, cfg: DPrimeConfig, seed: int, count: int)
     source = np.arange(count) % len(SOURCES)
     for h in range(count):
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), h]))
-        pred = RobustifiedPredictor(game.payoff, _base(cfg), cfg.beta, cfg.delta)
+        pred = exact_dprime(game, cfg)
         pred.reset(n)
         kind = SOURCES[source[h]]
         opp = MixtureOpponent() if kind == "D" else AntiModelOpponent()
@@ -193,7 +288,7 @@ def sample_histories(game: MatrixGame, cfg: DPrimeConfig, seed: int, count: int)
             base_p[h, t] = p if not pred.switched else pred.base.predict()
             dprime[h, t] = p
             y = int(rng.choice(n, p=p))
-            q = logit_response(game.payoff, p, cfg.beta)
+            q = respond(game.payoff, p, cfg.rule, cfg.beta)
             if kind == "dprime" or (kind == "partly_adversarial" and rng.random() >= 0.5):
                 j = y
             else:

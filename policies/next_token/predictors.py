@@ -91,3 +91,63 @@ class HiddenBiasBayesPredictor:
         post = 1.0 / (1.0 + np.exp(self.diff * (np.log(lo) - np.log(hi))))
         p1 = post * hi + (1 - post) * lo
         return np.array([1.0 - p1, p1])
+
+
+class SharpenedPredictor:
+    """An over-confident version of another predictor: p^power, renormalised (power > 1 sharpens).
+
+    Used as the base model of claim (e) with the sample-then-best-reply rule: a calibrated model would make that
+    rule play mixed strategies an adversary cannot exploit much; a sharp one keeps plain play exploitable.
+    """
+
+    def __init__(self, inner: Predictor, power: float) -> None:
+        if not float(power) > 0:
+            raise ValueError(f"power must be positive, got {power!r}")
+        self.inner, self.power = inner, float(power)
+
+    def reset(self, n_actions: int) -> None:
+        self.inner.reset(n_actions)
+
+    def update(self, action: int) -> None:
+        self.inner.update(action)
+
+    def predict(self) -> np.ndarray:
+        # via logs so large powers neither overflow nor underflow to an all-zero vector
+        logp = self.power * np.log(np.maximum(np.asarray(self.inner.predict(), dtype=np.float64), 1e-300))
+        z = np.exp(logp - logp.max())
+        return z / z.sum()
+
+
+class DiscountedBigramPredictor:
+    """In-context bigram with exponentially discounted counts: recent transitions weigh most.
+
+    Counts decay by ``decay`` every round; the prediction after opponent action x is (c_x + prior) / (|c_x| + N prior)
+    from the discounted counts of what followed x, falling back to the discounted unigram counts while less than
+    one (discounted) transition from x has been seen. Tracks drifting or adversarial play faster than plain counts.
+    """
+
+    def __init__(self, decay: float = 0.9, prior: float = 0.5) -> None:
+        if not 0.0 < float(decay) <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay!r}")
+        self.decay, self.prior = float(decay), float(prior)
+        self.reset(2)
+
+    def reset(self, n_actions: int) -> None:
+        self.n = int(n_actions)
+        self.bigram = np.zeros((self.n, self.n))
+        self.unigram = np.zeros(self.n)
+        self.last = -1
+
+    def update(self, action: int) -> None:
+        self.bigram *= self.decay
+        self.unigram *= self.decay
+        if self.last >= 0:
+            self.bigram[self.last, int(action)] += 1.0
+        self.unigram[int(action)] += 1.0
+        self.last = int(action)
+
+    def predict(self) -> np.ndarray:
+        c = self.bigram[self.last] if self.last >= 0 else np.zeros(self.n)
+        if c.sum() < 1.0:
+            c = self.unigram
+        return (c + self.prior) / (c.sum() + self.prior * self.n)

@@ -32,10 +32,16 @@ class TransformerConfig:
     d_model: int = 32
     n_layers: int = 2
     n_heads: int = 2
+    alibi: bool = False  # add a learned per-head recency bias -slope * (i - j) to the attention scores
 
 
 class CausalTransformer(nn.Module):
-    """Token + learned position embeddings, pre-LN causal encoder blocks, a linear head over N actions."""
+    """Token + learned position embeddings, pre-LN causal encoder blocks, a linear head over N actions.
+
+    With ``alibi`` every head also gets a learned linear recency bias (ALiBi with trainable slopes, shared by the
+    layers): exponentially discounted counts -- a recency-weighted in-context n-gram -- are then one attention
+    pattern instead of something the position embeddings must build.
+    """
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
@@ -47,13 +53,30 @@ class CausalTransformer(nn.Module):
         self.blocks = nn.TransformerEncoder(layer, cfg.n_layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.n_actions)
+        if cfg.alibi:
+            # log-slopes from 1/2 down to 1/64 across heads (ALiBi's geometric spread), then learned
+            init = torch.linspace(math.log(0.5), math.log(1 / 64), cfg.n_heads)
+            self.log_slopes = nn.Parameter(init)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, L) int tokens -> (B, L, N) next-action logits; position l sees tokens 0..l only."""
         length = tokens.shape[1]
         x = self.tok(tokens) + self.pos(torch.arange(length, device=tokens.device))
         mask = nn.Transformer.generate_square_subsequent_mask(length, device=tokens.device)
-        return self.head(self.norm(self.blocks(x, mask=mask, is_causal=True)))
+        if not self.cfg.alibi:
+            return self.head(self.norm(self.blocks(x, mask=mask, is_causal=True)))
+        pos = torch.arange(length, device=tokens.device)
+        dist = (pos[:, None] - pos[None, :]).clamp_min(0).to(x.dtype)
+        bias = mask[None] - self.log_slopes.exp()[:, None, None] * dist  # (H, L, L)
+        bias = bias.repeat(tokens.shape[0], 1, 1)  # (B * H, L, L), batch-major as attention expects
+        # The fused inference path (eval mode without grad) misreads a per-head (B * H, L, L) float mask (outputs
+        # off by O(1) in torch 2.13): run the regular path, restoring the global switch afterwards.
+        fast = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)
+        try:
+            return self.head(self.norm(self.blocks(x, mask=bias)))
+        finally:
+            torch.backends.mha.set_fastpath_enabled(fast)
 
 
 @dataclass(frozen=True)
