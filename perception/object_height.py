@@ -71,7 +71,9 @@ class HeightCheck:
     """Drops detection candidates whose metric height is impossible for the category (see the module docstring).
 
     ``fovy_deg``: the camera's vertical field of view (square pixels), unless each call passes its own.
-    ``last_heights`` / ``last_rejected`` keep the last call's measurements (diagnostics).
+    ``last_heights`` / ``last_rejected`` keep the last call's measurements; ``flagged`` counts every candidate ever
+    found out of range, kept by the never-empty rule or not (diagnostics: a check that flags nothing changed
+    nothing).
     """
 
     def __init__(self, fovy_deg: float | None = None, config: HeightCheckConfig = HeightCheckConfig(),
@@ -81,6 +83,7 @@ class HeightCheck:
         self.proposal_config = proposal_config
         self.last_heights: list[float] = []
         self.last_rejected = 0
+        self.flagged = 0
 
     def allowed(self, category: str) -> tuple[float, float] | None:
         """The accepted (low, high) heights of ``category``, or None when the library does not know it."""
@@ -120,6 +123,7 @@ class HeightCheck:
         self.last_heights = heights
         kept = [c for c, h in zip(candidates, heights, strict=True)
                 if not (math.isfinite(h) and not span[0] <= h <= span[1])]
+        self.flagged += len(candidates) - len(kept)
         if not kept:
             return candidates
         self.last_rejected = len(candidates) - len(kept)
