@@ -20,6 +20,7 @@ from perception.candidate import Candidate
 from perception.category import drop_personal, parse_category
 from perception.detectors import Detector, ProposalDetector, first_view
 from perception.matching import InstanceMatcher, prefer_part
+from perception.object_height import HeightCheck
 from perception.prompting import VisualPrompter
 from perception.tracking import MaskTracker
 from policies.base import Policy
@@ -48,7 +49,8 @@ class VisualAttentivePrompting:
     def __init__(self, base_policy: Policy, detector: Detector | None = None, matcher: InstanceMatcher | None = None,
                  tracker: MaskTracker | None = None, prompter: VisualPrompter | None = None,
                  config: VAPConfig = VAPConfig(), target_id_fn: Callable[[], int | None] | None = None,
-                 sensors_fn: Callable[[], dict[str, Any]] | None = None) -> None:
+                 sensors_fn: Callable[[], dict[str, Any]] | None = None,
+                 height_check: HeightCheck | None = None) -> None:
         self.base = base_policy
         self.matcher = matcher if matcher is not None else InstanceMatcher()
         if detector is None:  # the default detector shares the matcher's network pass and colour pre-filter
@@ -63,6 +65,8 @@ class VisualAttentivePrompting:
         # Extra sensors read once at grounding when obs lacks them: "depth" (an RGB-D camera) and, for the
         # grounding metric / the oracle detector only, "segmentation".
         self.sensors_fn = sensors_fn
+        # Optional: drop candidates whose metric height (depth + table plane) the category never has.
+        self.height_check = height_check
         self.last_prompted_image: np.ndarray | None = None
         self._new_episode("", {})
 
@@ -78,6 +82,7 @@ class VisualAttentivePrompting:
         self.chosen_score = 0.0
         self.grounding_correct: bool | None = None
         self.num_candidates = 0
+        self.height_rejected = 0
 
     def reset(self, instruction: str, info: dict[str, Any]) -> None:
         """Remember the episode; grounding waits for the first observation (it needs the image)."""
@@ -99,6 +104,16 @@ class VisualAttentivePrompting:
             return int(self.info["personal_body_id"])
         return self.target_id_fn() if self.target_id_fn is not None else None
 
+    def _height_checked(self, cands: list[Candidate], depth: np.ndarray | None,
+                        fovy_deg: float | None = None) -> list[Candidate]:
+        """``cands`` less those of an impossible height for the category (when a height check is set)."""
+        if self.height_check is None:
+            return cands
+        kept = self.height_check.filter(cands, depth, self.category, plane=getattr(self.detector, "plane", None),
+                                        fovy_deg=fovy_deg)
+        self.height_rejected += len(cands) - len(kept)
+        return kept
+
     def _score(self, image: np.ndarray, cands: list[Any]) -> tuple[np.ndarray, int]:
         """Each candidate's final score (reference match weighted by the category prior) and the chosen index
         (the best, unless one of its parts alone matches the references better)."""
@@ -116,7 +131,7 @@ class VisualAttentivePrompting:
             obs = {**self.sensors_fn(), **{k: v for k, v in obs.items() if v is not None}}
         depth = obs.get("depth")
         cands = self.detector.detect(image, self.category, depth=depth, segmentation=obs.get("segmentation"))
-        cands = cands[: self.config.max_candidates]
+        cands = self._height_checked(cands, first_view(depth))[: self.config.max_candidates]
         self.num_candidates = len(cands)
         if not cands:
             self.fallback_reason = f"detector found no {self.category}"
@@ -181,6 +196,7 @@ class VisualAttentivePrompting:
             "fallback_reason": self.fallback_reason or "",
             "chosen_score": round(float(self.chosen_score), 4),
             "candidates": int(self.num_candidates),
+            "height_rejected": int(self.height_rejected),
             "prompt_instruction": self.rewritten,
             "tracker_lost_updates": int(self.tracker.lost_updates) if self.grounded else 0,
         }

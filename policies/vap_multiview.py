@@ -55,10 +55,10 @@ class MultiViewVAP(VisualAttentivePrompting):
         self.view_correct = {}
         self.views_seen = 0
 
-    def _view_candidates(self, image: np.ndarray, depth: np.ndarray, seg: np.ndarray | None
-                         ) -> tuple[list[Candidate], np.ndarray, list[np.ndarray]]:
+    def _view_candidates(self, image: np.ndarray, depth: np.ndarray, seg: np.ndarray | None,
+                         fovy_deg: float | None = None) -> tuple[list[Candidate], np.ndarray, list[np.ndarray]]:
         cands = self.detector.detect(image, self.category, depth=depth, segmentation=seg)
-        cands = cands[: self.config.max_candidates]
+        cands = self._height_checked(cands, depth, fovy_deg)[: self.config.max_candidates]
         if not cands:
             return [], np.zeros(0), []
         final, best = self._score(image, cands)
@@ -79,10 +79,10 @@ class MultiViewVAP(VisualAttentivePrompting):
             if view not in images:
                 continue
             depth, seg = sensors["depth"][view], sensors["segmentation"].get(view)
-            cands, final, pool = self._view_candidates(np.asarray(images[view]), depth, seg)
+            pos, rot, fovy = sensors["pose"][view]
+            cands, final, pool = self._view_candidates(np.asarray(images[view]), depth, seg, fovy)
             planes[view] = getattr(self.detector, "plane", None)
             per_view[view] = (cands, final, pool)
-            pos, rot, fovy = sensors["pose"][view]
             for i, c in enumerate(cands):
                 point = backproject(c.mask, depth, pos, rot, fovy)
                 body = _majority_id(seg, c.mask) if seg is not None else None

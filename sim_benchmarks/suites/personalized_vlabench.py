@@ -18,7 +18,7 @@ from typing import Any
 from envs.errors import ConfigError, choice_error
 from envs.paths import CHECKPOINTS
 from sim_benchmarks import registry
-from sim_benchmarks.registry import PolicyContext, SuiteSpec, register_suite
+from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
 
 # The SIMPLER policy modules register first, so their names can be extended below (suite modules otherwise load in
 # alphabetical order).
@@ -141,3 +141,32 @@ def _vap(ctx: PolicyContext, oracle: bool) -> Any:
 
 registry.extend_policy("vap", SUITE, lambda ctx: _vap(ctx, oracle=False), options=(VIEW_OPTION,))
 registry.extend_policy("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True), options=(VIEW_OPTION,))
+
+
+def _modular(ctx: PolicyContext) -> Any:
+    """The modular base (perceived target + the expert's phases) on the generic instruction ("my" dropped)."""
+    from envs.manipulation.vlabench.tasks import TASKS
+    from perception.object_height import HeightCheck
+    from policies.vlabench_modular import GOALS, VIEWS, ModularVLABenchBase
+
+    goal = TASKS[ctx.task].goal
+    if goal not in GOALS:
+        raise ConfigError(f"policy modular runs the tasks {', '.join(t for t, s in TASKS.items() if s.goal in GOALS)}"
+                          f", not {ctx.task}")
+    env = ctx.env.unwrapped
+
+    def cameras() -> dict[str, Any]:  # depth and pose only: a calibrated RGB-D rig, no segmentation
+        sensors = env.camera_sensors(VIEWS)
+        return {"depth": sensors["depth"], "pose": sensors["pose"]}
+
+    def detector() -> Any:
+        from perception.detectors import ProposalDetector
+
+        return ProposalDetector()
+
+    return ModularVLABenchBase(cameras, goal, detector_fn=detector, height_check=HeightCheck(), seed=ctx.seed)
+
+
+register_policy(PolicySpec(
+    "modular", "modular base, not a VLA: 3-D perception of the instruction's object + the expert's phase machine",
+    _modular, suites=(SUITE,)))

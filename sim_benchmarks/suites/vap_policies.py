@@ -22,6 +22,7 @@ VAP_POLICIES = ("vap", "oracle_mask")
 # the ablation's 120 scenes as 10 at about a third less first-step time (docs/vap.md, speed section); the recolour
 # colour is still chosen against every proposal, or it could repeat a dropped object's colour.
 PROPOSAL_CANDIDATES = 4
+HEIGHT_MARGIN = 0.02  # metres: chosen on dev seeds (docs/results/vap.md, "Height check")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ class VAPOptions(Options):
                                 metadata={"help": "proposals reaching the network and keypoint matching"})
     vap_hue_margin: float | None = field(default=None,
                                          metadata={"help": "degrees: paint the first palette colour this far in hue"})
+    vap_height_check: bool = field(default=False, metadata={
+        "help": "drop candidates whose height above the table (depth) the named category never has"})
+    vap_height_margin: float = field(default=HEIGHT_MARGIN, metadata={
+        "help": "metres outside the category's library height range a candidate may still be"})
 
     def check(self) -> None:
         from perception.matching import COMPONENTS
@@ -72,6 +77,8 @@ class VAPOptions(Options):
         require(self.vap_candidates >= 1, f"vap_candidates must be an integer >= 1, got {self.vap_candidates}")
         require(self.vap_hue_margin is None or 0 <= self.vap_hue_margin <= 180,
                 f"vap_hue_margin must be a number of degrees in [0, 180], got {self.vap_hue_margin}")
+        require(0 <= self.vap_height_margin <= 0.2,
+                f"vap_height_margin must be a number of metres in [0, 0.2], got {self.vap_height_margin}")
 
     def embedder(self) -> str | None:
         """What ``make_embedder`` builds the matcher's embedding cue from (``None``: MobileNetV2)."""
@@ -111,6 +118,23 @@ def _privileged(ctx: PolicyContext):
     return sensors, (lambda: int(env.personal_body_id)), scene_ids
 
 
+def _main_camera_fovy(env: Any) -> float | None:
+    """The main camera's vertical field of view of a SIMPLER-style env (None for envs without one)."""
+    embodiment = getattr(getattr(env, "scene", None), "embodiment", None)
+    return getattr(embodiment, "fov", None)
+
+
+def height_check(ctx: PolicyContext, fovy_deg: float | None) -> Any:
+    """The candidate height check ``vap_height_check`` asks for (None when off), for a camera of ``fovy_deg``."""
+    opts = VAPOptions.from_options(ctx.options, strict=False)
+    if not opts.vap_height_check:
+        return None
+    from perception.object_height import HeightCheck, HeightCheckConfig
+
+    margin = opts.vap_height_margin
+    return HeightCheck(fovy_deg, HeightCheckConfig(margin_above=margin, margin_below=margin))
+
+
 def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     """A VisualAttentivePrompting policy configured from ``ctx.options`` (see the module docstring)."""
     from perception.detectors import OracleDetector, make_detector
@@ -139,7 +163,9 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
         _base(ctx), detector=detector, matcher=matcher,
         tracker=MaskTracker(TrackerConfig(every=opts.vap_every)),
         prompter=VisualPrompter(style=opts.vap_style, hue_margin=opts.vap_hue_margin),
-        config=vap_cfg, target_id_fn=target_id, sensors_fn=sensors)
+        config=vap_cfg, target_id_fn=target_id, sensors_fn=sensors,
+        # The simulator's own mask needs no check; a multi-view suite passes each view's field of view per call.
+        height_check=None if oracle else height_check(ctx, _main_camera_fovy(ctx.env.unwrapped)))
 
 
 register_policy(PolicySpec("vap", "VAP: detect + match references + track + recolour prompt around a frozen base",

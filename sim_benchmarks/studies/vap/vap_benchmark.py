@@ -31,6 +31,7 @@ from envs.errors import ConfigError
 from envs.paths import CHECKPOINTS
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.jobs import derive_seed
 from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.options import parse_options
 from sim_benchmarks.registry import PolicyContext
@@ -58,13 +59,20 @@ def make_vap(env: Any, task: str, options: dict[str, Any], oracle: bool = False,
 
 
 def grounding_task(task: str, episodes: int, seed: int, vap_options: dict[str, Any] | None = None,
-                   env_options: dict[str, Any] | None = None) -> dict[str, Any]:
+                   env_options: dict[str, Any] | None = None, table_seeds: bool = False) -> dict[str, Any]:
     """First-step grounding on ``episodes`` seeded episodes of one task; per-episode rows + totals."""
-    return grounding_variants(task, episodes, seed, {"vap": vap_options or {}}, env_options)["vap"]
+    return grounding_variants(task, episodes, seed, {"vap": vap_options or {}}, env_options, table_seeds)["vap"]
+
+
+def episode_seed(task: str, seed: int, i: int, table_seeds: bool) -> int:
+    """Episode ``i``'s env seed: ``seed + i``, or with ``table_seeds`` the seed ``launch.eval --seed seed`` gives its
+    episode ``i`` (so first-step grounding is measured on an evaluation table's very scenes)."""
+    return derive_seed(seed, SUITE, task, i) if table_seeds else seed + i
 
 
 def grounding_variants(task: str, episodes: int, seed: int, variants: dict[str, dict[str, Any]],
-                       env_options: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+                       env_options: dict[str, Any] | None = None, table_seeds: bool = False
+                       ) -> dict[str, dict[str, Any]]:
     """Like :func:`grounding_task` for several VAP configurations on the very same frames (one reset each)."""
     suite = registry.suites()[SUITE]
     env = suite.make_env(task, {"privileged": True, **(env_options or {})})
@@ -72,14 +80,16 @@ def grounding_variants(task: str, episodes: int, seed: int, variants: dict[str, 
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     try:
         for i in range(episodes):
-            obs, info = env.reset(seed=seed + i)
+            env_seed = episode_seed(task, seed, i, table_seeds)
+            obs, info = env.reset(seed=env_seed)
             for name, policy in policies.items():
                 t0 = time.perf_counter()
-                policy.reset(obs["instruction"], {**info, "policy_seed": seed + i})
+                policy.reset(obs["instruction"], {**info, "policy_seed": env_seed})
                 policy.act(obs)
                 rec = policy.episode_info()
-                rows[name].append({"seed": seed + i, "correct": bool(rec["grounding_correct"]),
+                rows[name].append({"seed": env_seed, "correct": bool(rec["grounding_correct"]),
                                    "fallback": rec["fallback"], "candidates": rec["candidates"],
+                                   "height_rejected": rec.get("height_rejected", 0),
                                    "chosen_score": rec["chosen_score"],
                                    "ground_ms": round(1000 * (time.perf_counter() - t0), 1)})
     finally:
@@ -95,12 +105,12 @@ def grounding_variants(task: str, episodes: int, seed: int, variants: dict[str, 
 
 
 def grounding(episodes: int, seed: int, tasks: Sequence[str] | None = None, vap_options: dict | None = None,
-              env_options: dict | None = None) -> dict[str, Any]:
+              env_options: dict | None = None, table_seeds: bool = False) -> dict[str, Any]:
     """Grounding accuracy per task (+ overall) with Wilson 95 % intervals."""
     tasks = list(tasks or registry.suites()[SUITE].tasks)
     per = {}
     for t in tasks:
-        per[t] = grounding_task(t, episodes, seed, vap_options, env_options)
+        per[t] = grounding_task(t, episodes, seed, vap_options, env_options, table_seeds)
         print(f"  {t}: {_pct(per[t]['correct'], per[t]['episodes'])}", file=sys.stderr, flush=True)
     k, n = sum(p["correct"] for p in per.values()), sum(p["episodes"] for p in per.values())
     return {"per_task": per, "overall": {"correct": k, "episodes": n, "accuracy": k / max(n, 1),
@@ -449,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == "grounding":
             p.add_argument("--env-option", action="append", metavar="KEY=VALUE",
                            help="personalized_simpler env option, e.g. image_size=448 (repeatable)")
+            p.add_argument("--table-seeds", action="store_true",
+                           help="the scenes launch.eval --seed SEED runs (derived seeds), not SEED + i")
         if name in ("grounding", "speed"):
             p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
                            help="vap policy option, e.g. vap_candidates=10 (repeatable)")
@@ -474,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             policy_options = parse_options(args.policy_option, "--policy-option")
             registry.check_policy_options(SUITE, policy_options)
             result = grounding(args.episodes, args.seed, tasks, policy_options,
-                               parse_options(args.env_option, "--env-option"))
+                               parse_options(args.env_option, "--env-option"), args.table_seeds)
             table = grounding_markdown(result)
         elif args.command == "ablation":
             variants = [v for v in args.variants.split(";") if v]

@@ -24,6 +24,7 @@ from envs.errors import ConfigError, choice_error
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.metrics import wilson_ci
+from sim_benchmarks.options import parse_options
 from sim_benchmarks.registry import PolicyContext
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import bootstrap_ci
@@ -35,11 +36,13 @@ CHOICES = (*VIEWS, "fused")
 PERSONAL_TRACKS = ("personal", "cross_instance", "unseen_texture")  # tracks whose instruction says "my"
 
 
-def ground_cell(track: str, task: str, episodes: int, seed: int) -> list[dict[str, Any]]:
+def ground_cell(track: str, task: str, episodes: int, seed: int,
+                vap_options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per episode: whether each view's choice and the fused choice is the personal object."""
     suite = registry.suites()[SUITE]
     env = suite.make_env(task, {"track": track, "privileged": True})
-    ctx = PolicyContext(SUITE, task, "vap", seed, env, {"vap_base": "scripted_expert", "vap_views": ",".join(VIEWS)})
+    ctx = PolicyContext(SUITE, task, "vap", seed, env, {"vap_base": "scripted_expert", "vap_views": ",".join(VIEWS),
+                                                        **(vap_options or {})})
     policy = registry.policies()["vap"].factory(ctx)
     rows = []
     try:
@@ -52,6 +55,7 @@ def ground_cell(track: str, task: str, episodes: int, seed: int) -> list[dict[st
             rows.append({"seed": seed + i, **{c: bool(rec.get(f"grounding_correct_{c}")) for c in CHOICES},
                          "prompted": bool(rec.get("grounding_correct")),
                          "views_seen": rec.get("grounding_views_seen"),
+                         "height_rejected": rec.get("height_rejected", 0),
                          "first_step_ms": round(1000 * (time.perf_counter() - t0), 1)})
     finally:
         env.close()
@@ -103,9 +107,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--tracks", default=",".join(PERSONAL_TRACKS), help="comma-separated personal tracks")
     ap.add_argument("--tasks", default=",".join(PICK_PLACE_TASKS),
                     help="comma-separated tasks (default: the three pick-and-place tasks the results page reports)")
+    ap.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
+                    help="vap policy option, e.g. vap_height_check=true (repeatable)")
     ap.add_argument("--out", writes="folder", type=Path, required=True,
                     help="results folder (created; must be empty or absent)")
     args = ap.parse_args(argv)
+    vap_options = parse_options(args.policy_option, "--policy-option")
+    registry.check_policy_options(SUITE, vap_options)
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
     tracks = [t for t in args.tracks.split(",") if t]
@@ -124,7 +132,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for track in tracks:
         per_task, everything = {}, []
         for task in tasks:
-            rows = ground_cell(track, task, args.episodes, args.seed)
+            rows = ground_cell(track, task, args.episodes, args.seed, vap_options)
             per_task[task] = {**summarise(rows), "rows": rows}
             everything += rows
             print(f"  {track}/{task}: fused {_pct(per_task[task]['fused'])}, front {_pct(per_task[task]['front'])}",

@@ -1,0 +1,64 @@
+"""Fused table-top point clouds: world points from a posed depth camera, objects on the occupancy grid."""
+
+import math
+
+import numpy as np
+import pytest
+
+from perception.tabletop_cloud import (
+    GridConfig,
+    footprint,
+    nearest_object,
+    round_body_centre,
+    table_height,
+    tabletop_objects,
+    world_points,
+)
+
+
+def test_world_points_of_a_camera_looking_straight_down():
+    # camera at z = 1 looking along world −z (its own −z), x to the right, y up: identity rotation
+    depth = np.full((8, 8), 1.0, np.float32)
+    pts = world_points(depth, (np.array([0.2, 0.1, 1.0]), np.eye(3), 90.0))
+    assert pts.shape == (64, 3) and np.allclose(pts[:, 2], 0.0)
+    f = 4.0  # (h / 2) / tan(45°)
+    assert pts[:, 0].min() == pytest.approx(0.2 + (0.5 - 4) / f) and pts[:, 1].max() == pytest.approx(0.1 + 3.5 / f)
+    mask = np.zeros((8, 8), bool)
+    mask[0, 0] = True
+    assert world_points(depth, (np.zeros(3), np.eye(3), 90.0), mask).shape == (1, 3)
+
+
+def _cylinder(cx: float, cy: float, r: float, h: float, n: int = 4000, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a, z = rng.uniform(0, 2 * math.pi, n), rng.uniform(0, h, n)
+    rr = r * np.sqrt(rng.uniform(0, 1, n))
+    return np.stack([cx + rr * np.cos(a), cy + rr * np.sin(a), z], axis=1)
+
+
+def test_objects_on_the_grid_have_their_centre_height_and_the_table_is_found():
+    rng = np.random.default_rng(1)
+    table = np.c_[rng.uniform(-0.4, 0.4, (20000, 2)), np.zeros(20000)]
+    bottle, can = _cylinder(0.1, 0.2, 0.025, 0.15), _cylinder(-0.15, 0.05, 0.03, 0.1, seed=2)
+    tray = np.c_[rng.uniform(0.15, 0.33, (6000, 2)), rng.uniform(0, 0.008, 6000)]  # a low, wide plate
+    pts = np.concatenate([table, bottle, can, tray]) + np.array([0, 0, 0.78])
+    z = table_height(pts)
+    assert z == pytest.approx(0.78, abs=1e-3)
+    objs = tabletop_objects([pts], z)
+    assert len(objs) == 3 and objs[0].size > 0.15  # the plate's footprint is the largest
+    found = nearest_object(objs, np.array([0.1, 0.2]))
+    assert np.linalg.norm(found.centre - [0.1, 0.2]) < 0.005 and found.height == pytest.approx(0.15, abs=0.003)
+    assert nearest_object([], np.zeros(2)) is None
+    # the arm, high above the table, is not an object
+    arm = _cylinder(0.0, -0.1, 0.04, 0.1) + np.array([0, 0, 0.78 + GridConfig.max_height])
+    assert len(tabletop_objects([pts, arm], z)) == 3
+
+
+def test_a_mugs_handle_does_not_move_the_round_body_centre():
+    body = _cylinder(0.0, 0.0, 0.035, 0.09)[:, :2]
+    handle = np.c_[np.linspace(0.035, 0.055, 200), np.random.default_rng(3).uniform(-0.004, 0.004, 200)]
+    for yaw in (0.0, 0.7, 2.0):  # the handle on any side
+        rot = np.array([[math.cos(yaw), -math.sin(yaw)], [math.sin(yaw), math.cos(yaw)]])
+        cells = np.concatenate([body, handle]) @ rot.T + np.array([0.1, 0.2])
+        obj = footprint(cells, 0.09)
+        assert np.linalg.norm(obj.centre - [0.1, 0.2]) > 0.008  # the box centre is pulled toward the handle
+        assert np.linalg.norm(round_body_centre(obj) - [0.1, 0.2]) < 0.003
