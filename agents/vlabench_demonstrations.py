@@ -1,10 +1,17 @@
 """Scripted-expert demonstrations on Personalized-VLABench's generic track, labelled as SIMPLER deltas.
 
 The VLABench expert (``policies/vlabench_expert.py``) emits absolute TCP targets; the generic VLA head predicts
-SIMPLER's base-frame deltas. Here the env runs with ``action_mode=delta`` and every expert target is turned into the
-delta that moves the env's *commanded* pose to it (:func:`absolute_to_delta`), so a head trained on these labels runs
-unchanged through ``action_mode=delta`` or through ``policies.delta_adapter.DeltaToAbsolute``. With noise (DART) the
-executed delta's xyz is perturbed while the recorded label stays the expert's clean delta at the visited state.
+SIMPLER's base-frame deltas. ``label_frame`` says what a delta is added to:
+
+- ``"command"`` (the first heads): the env runs with ``action_mode=delta`` and every expert target is turned into the
+  delta that moves the env's *commanded* pose to it (:func:`absolute_to_delta`). The joint-rate-limited arm trails
+  its command by centimetres, so these labels carry the lag, a term no policy input shows.
+- ``"hand"``: the delta from the *measured* hand pose (TCP, ``obs["ee_pose"]``) to the expert target, which is what
+  the expert itself steps from; the env runs with absolute targets and each executed delta is added to the hand
+  (:func:`hand_delta_to_target`, the conversion ``policies.delta_adapter.DeltaToAbsolute`` makes for such heads).
+
+With noise (DART) the executed delta's xyz is perturbed while the recorded label stays the expert's clean delta at
+the visited state.
 
 Only the ``in_distribution`` track is used (train-split designs, instructions naming colour or colour + pattern,
 never "my"); instructions are relabelled with every attribute phrase that singles the target out among its
@@ -15,7 +22,8 @@ DAgger (``driver``): a trained generic-VLA checkpoint executes part of each epis
 alongside in funnel mode (``VLABenchExpert(funnel=True)``: it takes the states the policy reaches instead of backing
 up to its own waypoints), labels every frame. ``driven_part="approach"``: the checkpoint approaches and descends
 until the expert would close, then the expert grasps and finishes the task; ``"carry"`` (place tasks): the expert
-grasps and lifts, then the checkpoint carries, lowers and releases. Where the checkpoint would open or close the
+grasps and lifts, then the checkpoint carries, lowers and releases; ``"all"``: the checkpoint executes every phase
+while the expert relabels every state it visits. Where the checkpoint would open or close the
 gripper against the expert (close before the grasp, open while carrying), that step executes the expert's action,
 so an episode never ends in a state no label describes. Driven episodes have their own ids and seeds
 (``agents.demonstrations.DRIVER_INDEX_OFFSET``) and are kept whether or not they succeed: every frame holds the
@@ -53,6 +61,9 @@ GENERIC_TRACK = "in_distribution"  # the only track whose instructions name attr
 BASE_TASKS = tuple(PICK_PLACE_TASKS)
 PLACE_GOALS = ("in_box", "on_plate")  # tasks with a carry to a fixture (what a carry-driven episode drives)
 APPROACH_PHASES = ("approach", "descend")  # the expert phases an approach-driven episode hands to the driver
+LABEL_FRAMES = ("command", "hand")  # what a label's delta is added to: the commanded pose or the measured hand
+# This suite's driven parts: the shared ones plus "all" (the checkpoint drives every phase; own episode ids).
+VLABENCH_DRIVEN_PARTS = {**DRIVEN_PARTS, "all": 3}
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class VLABenchDemoConfig:
     driver: str = ""
     driver_sha256: str = ""
     driven_part: str = "approach"
+    label_frame: str = "command"  # "hand": deltas from the measured TCP (module docstring)
 
     def __post_init__(self) -> None:
         for t in self.tasks:
@@ -86,8 +98,10 @@ class VLABenchDemoConfig:
             raise ConfigError(f"demo episodes must be >= 1, got {self.episodes}")
         if not 0.0 <= self.look_randomisation <= 1.0:
             raise ConfigError(f"look_randomisation must be in [0, 1], got {self.look_randomisation}")
-        if self.driven_part not in DRIVEN_PARTS:
-            raise choice_error("driven part", self.driven_part, sorted(DRIVEN_PARTS))
+        if self.label_frame not in LABEL_FRAMES:
+            raise choice_error("label frame", self.label_frame, LABEL_FRAMES)
+        if self.driven_part not in VLABENCH_DRIVEN_PARTS:
+            raise choice_error("driven part", self.driven_part, sorted(VLABENCH_DRIVEN_PARTS))
         if self.driver and self.driven_part == "carry" and any(TASKS[t].goal not in PLACE_GOALS for t in self.tasks):
             raise ConfigError(f"carry-driven episodes need place tasks (in_box, on_plate), got {list(self.tasks)}")
         if self.noise_std < 0 or not 0.0 <= self.noise_fraction <= 1.0:
@@ -116,6 +130,17 @@ def absolute_to_delta(target: np.ndarray, command_pos: np.ndarray, command_rpy: 
     return np.array([*base, 0.0, 0.0, np.clip(dyaw, -MAX_DELTA_ROT, MAX_DELTA_ROT), a[6]], np.float32)
 
 
+def hand_delta_to_target(delta: np.ndarray, hand_pos: np.ndarray, command_rpy: np.ndarray) -> np.ndarray:
+    """The absolute target [x, y, z, r, p, yaw, gripper] a hand-frame delta asks for: its translation added to the
+    measured hand position, its yaw change to the commanded orientation (roll and pitch stay top-down)."""
+    from envs.manipulation.vlabench.scene import WORKSPACE_HIGH, WORKSPACE_LOW, apply_delta
+
+    d = np.asarray(delta, float).reshape(-1)
+    pos, rpy = apply_delta(np.asarray(hand_pos, float), np.asarray(command_rpy, float), d, MAX_DELTA_POS,
+                           MAX_DELTA_ROT)
+    return np.array([*np.clip(pos, WORKSPACE_LOW, WORKSPACE_HIGH), *rpy, d[6]], np.float32)
+
+
 def relabel(instruction: str, info: dict[str, Any], with_pattern: bool, rng: np.random.Generator) -> str:
     """A random attribute phrase that singles the target out, put in place of the env's own phrase."""
     target = find_instance(info["personal_object"])
@@ -142,7 +167,9 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
     if not (np.allclose(scene.BASE_POS, BASE_POS) and math.isclose(scene.BASE_YAW, BASE_YAW)):
         raise RuntimeError("the robot base pose here no longer matches envs.manipulation.vlabench.scene")
     indices = range(cfg.episodes) if indices is None else indices
-    opts = {"track": GENERIC_TRACK, "action_mode": "delta", "cameras": cfg.cameras, "image_size": cfg.image_size,
+    hand = cfg.label_frame == "hand"
+    opts = {"track": GENERIC_TRACK, "action_mode": "absolute" if hand else "delta", "cameras": cfg.cameras,
+            "image_size": cfg.image_size,
             "max_steps": cfg.max_steps, "references": False}
     envs: dict[tuple[str, bool], Any] = {}
     demos = Demos()
@@ -151,12 +178,12 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
         from policies.vla.generic import GenericVLA  # torch + the checkpoint: only for driven collection
 
         driver = GenericVLA.from_checkpoint(cfg.driver)
-    driven_phases = CARRY_PHASES if cfg.driven_part == "carry" else APPROACH_PHASES
+    driven_phases = {"carry": CARRY_PHASES, "approach": APPROACH_PHASES}.get(cfg.driven_part)  # None: every phase
     try:
         for i in indices:
             task = cfg.tasks[i % len(cfg.tasks)]
             if driver is not None:
-                i += DRIVER_INDEX_OFFSET * DRIVEN_PARTS[cfg.driven_part]
+                i += DRIVER_INDEX_OFFSET * VLABENCH_DRIVEN_PARTS[cfg.driven_part]
             rng = episode_rng(cfg.seed, i)
             env_seed = int(rng.integers(2**31 - 1))
             noisy = bool(rng.random() < cfg.noise_fraction)
@@ -190,7 +217,8 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                 frames.append(obs["image"])
                 states.append(np.asarray(obs["ee_state"], np.float32))
                 scene = env.unwrapped.scene  # the commanded pose the env's delta mode adds to
-                label = absolute_to_delta(expert.act(obs), scene.target_pos, scene.target_rpy)
+                origin = np.asarray(obs["ee_pose"][:3], float) if hand else scene.target_pos
+                label = absolute_to_delta(expert.act(obs), origin, scene.target_rpy)
                 actions.append(label)
                 executed = label.copy()
                 if noisy and cfg.noise_std > 0:
@@ -200,8 +228,10 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                     # The driver sees every frame (its object memory comes from the first) and acts in its part;
                     # a gripper command against the expert's executes the expert's action for that step instead.
                     proposed = np.asarray(driver.act(obs), np.float32)
-                    if expert.phase in driven_phases and (proposed[6] > 0) == (label[6] > 0):
+                    if (driven_phases is None or expert.phase in driven_phases) and (proposed[6] > 0) == (label[6] > 0):
                         executed, driven_steps = proposed, driven_steps + 1
+                if hand:  # the env takes absolute targets: the executed delta starts from the hand
+                    executed = hand_delta_to_target(executed, obs["ee_pose"][:3], scene.target_rpy)
                 obs, _, terminated, truncated, step_info = env.step(executed)
                 if terminated or truncated:
                     break

@@ -31,7 +31,9 @@ from agents.episodic import run_episode
 from agents.vlabench_demonstrations import (
     BASE_TASKS,
     GENERIC_TRACK,
+    LABEL_FRAMES,
     PLACE_GOALS,
+    VLABENCH_DRIVEN_PARTS,
     VLABenchDemoConfig,
     collect_vlabench_demos,
 )
@@ -47,7 +49,7 @@ from policies.vla.checkpoint import load_checkpoint, save_checkpoint
 from policies.vla.checkpoint_files import read_manifest
 from policies.vla.generic import GenericVLA, encode_words
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
-from policies.vla.training import DemoArrays, TrainConfig, epoch_steps, train_head
+from policies.vla.training import MEMORY_SOURCES, DemoArrays, TrainConfig, epoch_steps, train_head
 from policies.vla.vision_input import image_features
 from sim_benchmarks.progress import progress_bar
 from sim_benchmarks.results_folder import FolderLock, check_out_dir
@@ -150,7 +152,8 @@ def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) 
     # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
     # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
     defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", ""), ("split", "train"),
-                ("driven_part", "approach"), ("regrasps", 0), ("drop_fraction", 0.0), ("look_randomisation", 0.0)}
+                ("driven_part", "approach"), ("regrasps", 0), ("drop_fraction", 0.0), ("look_randomisation", 0.0),
+                ("label_frame", "command")}
     # a driver is keyed by its weights' sha256, not by the folder it was read from
     content = {k: v for k, v in asdict(cfg).items() if k not in ("episodes", "driver") and (k, v) not in defaults}
     encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
@@ -223,9 +226,14 @@ def evaluate(policy: GenericVLA, tasks: list[str], episodes: int, seed: int, spl
                 from envs.manipulation.vlabench.env import episode_metrics as vlabench_metrics
                 from envs.manipulation.vlabench.env import make_env as make_vlabench_env
 
-                env = make_vlabench_env(task, {"track": GENERIC_TRACK, "action_mode": "delta",
+                hand = getattr(policy, "action_frame", "command") == "hand"
+                env = make_vlabench_env(task, {"track": GENERIC_TRACK, "action_mode": "absolute" if hand else "delta",
                                                "cameras": ("front",), "references": False})
                 metrics = vlabench_metrics
+                if hand:  # hand-frame deltas are added to the measured hand, which the env's delta mode does not do
+                    from policies.delta_adapter import DeltaToAbsolute
+
+                    policy = DeltaToAbsolute(policy)
             succ = correct = any_ok = 0
             for ep in range(episodes):
                 res = run_episode(env, policy, env_seed=10_000 * (seed + 1) + ep, policy_seed=ep,
@@ -299,6 +307,16 @@ def build_parser() -> ArgumentParser:
                    help="memory heads: weight of the object heatmap loss (--aux-weight weighs their xy loss)")
     p.add_argument("--memory-noise", type=float, default=TrainConfig.memory_noise, min=0, max=1,
                    help="memory heads: noise (metres) on the remembered positions during training")
+    p.add_argument("--memory-source", default=TrainConfig.memory_source, choices=MEMORY_SOURCES,
+                   help="memory heads: what the action MLP sees as the remembered positions in training: its own "
+                        "detached estimate, or the true start positions plus --memory-noise (the estimate where "
+                        "there is no true position)")
+    p.add_argument("--switch-weight", type=float, default=TrainConfig.switch_weight, min=0, max=1e6,
+                   help="multiplies the gripper loss on frames whose chunk holds a gripper switch (rare frames "
+                        "that decide grasp and release; 1 = no extra weight)")
+    p.add_argument("--label-frame", default="command", choices=LABEL_FRAMES,
+                   help="personalized_vlabench: deltas from the commanded pose (command) or from the measured hand "
+                        "pose (hand; recorded in the checkpoint so the adapter adds them to the hand)")
     p.add_argument("--look-randomisation", type=float, default=0.0, min=0, max=1,
                    help="personalized_vlabench: share of demos with a randomised room look (plain/gradient "
                         "table and floor, random light; never the unseen_texture track's textures)")
@@ -312,9 +330,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--dagger-demos", type=int, default=0, min=0, max=1_000_000,
                    help="episodes driven by --dagger (0 = none)")
     p.add_argument("--dagger-part", default="approach",
-                   help="what --dagger executes: approach (+ descent, all tasks) or carry (+ lower and release, "
-                        "place tasks only; the expert grasps and lifts); comma-separated parts share "
-                        "--dagger-demos evenly")
+                   help="what --dagger executes: approach (+ descent, all tasks), carry (+ lower and release, "
+                        "place tasks only; the expert grasps and lifts) or, on personalized_vlabench, all (every "
+                        "phase); comma-separated parts share --dagger-demos evenly")
     p.add_argument("--init", type=Path, default=None,
                    help="fine-tune: start from this checkpoint's weights, head config and normalisation (the "
                         "head-shape options are taken from it); its attribute detectors are carried over")
@@ -350,6 +368,11 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if not vlabench and args.look_randomisation != 0.0:
         raise ConfigError(f"--look-randomisation applies to --suite personalized_vlabench only, got "
                           f"{args.look_randomisation} with --suite {args.suite}")
+    if not vlabench and args.label_frame != "command":
+        raise ConfigError(f"--label-frame applies to --suite personalized_vlabench only, got {args.label_frame} "
+                          f"with --suite {args.suite}")
+    if args.switch_weight < 1.0:
+        raise ConfigError(f"--switch-weight must be >= 1, got {args.switch_weight}")
     if not 0.0 <= args.look_randomisation <= 1.0:
         raise ConfigError(f"--look-randomisation must be in [0, 1], got {args.look_randomisation}")
     if args.noise is None:
@@ -390,7 +413,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     demo_cfg: DemoConfig | VLABenchDemoConfig
     if vlabench:
         demo_cfg = VLABenchDemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
-                                      look_randomisation=args.look_randomisation)
+                                      look_randomisation=args.look_randomisation, label_frame=args.label_frame)
     else:
         demo_cfg = DemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
                               descent=args.expert_descent, split=args.split, regrasps=args.expert_regrasps,
@@ -399,9 +422,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         raise ConfigError(f"--dagger and --dagger-demos > 0 go together, got --dagger {args.dagger} and "
                           f"--dagger-demos {args.dagger_demos}")
     parts = [p.strip() for p in args.dagger_part.split(",") if p.strip()]
+    known_parts = VLABENCH_DRIVEN_PARTS if vlabench else DRIVEN_PARTS
     for part in parts or [args.dagger_part]:
-        if part not in DRIVEN_PARTS:
-            raise choice_error("--dagger-part", part, sorted(DRIVEN_PARTS))
+        if part not in known_parts:
+            raise choice_error("--dagger-part", part, sorted(known_parts))
     if len(set(parts)) != len(parts):
         raise ConfigError(f"--dagger-part names a part twice: {args.dagger_part!r}")
     driven_cfgs = []
@@ -440,6 +464,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         else:
             collect_s = 0.0
         meta, arr = load_cache(cache, vision)
+        cached_frame = meta["demo_config"].get("label_frame", "command")
+        if cached_frame != args.label_frame:
+            raise ConfigError(f"demo cache {str(cache)!r} holds {cached_frame}-frame labels, not --label-frame "
+                              f"{args.label_frame}")
         encoder = load_text_encoder()
         texts = encoder.encode(meta["instructions"])
         # which camera saw each frame: object-memory heads project SIMPLER positions with it (VLABench's front
@@ -456,7 +484,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                                 patience=args.patience, max_minutes=args.minutes, seed=args.seed,
                                 shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
-                                heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise)
+                                heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise,
+                                memory_source=args.memory_source, switch_weight=args.switch_weight)
         log = TrainLog(out)
         with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
             bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append, init=init)
@@ -473,6 +502,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                           "train": {k: v for k, v in stats.items() if k != "history"},
                           "train_config": {k: v for k, v in asdict(replace(train_cfg, head=head_cfg)).items()
                                            if k != "head"}}
+        bundle = replace(bundle, action_frame=args.label_frame)
         digest = save_checkpoint(bundle, ckpt, training=training_facts)
         if init is not None and "attributes" in read_manifest(args.init):
             attach_attributes(ckpt, args.init)

@@ -26,6 +26,7 @@ from policies.vla.model import FiLMActionHead, HeadConfig
 
 WEIGHTS_FILE = "head.pt"
 DEFAULT_CHECKPOINT = CHECKPOINTS / "generic_vla"
+ACTION_FRAMES = ("command", "hand")  # what a head's deltas are added to (HeadBundle.action_frame)
 
 
 @dataclass
@@ -42,6 +43,9 @@ class HeadBundle:
     grounder: Any = None
     # Optional first-frame base localiser that places the voted object precisely (policies/vla/localiser.py).
     localiser: Any = None
+    # What the predicted deltas are added to on an absolute-target env: the commanded pose ("command", every head
+    # before hand-frame labels) or the measured hand pose ("hand"); see policies/delta_adapter.py.
+    action_frame: str = "command"
 
 
 def save_checkpoint(bundle: HeadBundle, folder: str | Path, training: dict[str, Any] | None = None) -> str:
@@ -63,6 +67,8 @@ def save_checkpoint(bundle: HeadBundle, folder: str | Path, training: dict[str, 
         "weights_sha256": digest,
         "training": training or {},
     }
+    if bundle.action_frame != "command":  # written only when set, so the older checkpoints' manifests stay as they are
+        manifest["action_frame"] = bundle.action_frame
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return digest
 
@@ -77,6 +83,9 @@ def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> HeadBundle:
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"checkpoint manifest {str(folder / MANIFEST_FILE)!r} has a malformed head_config "
                           f"({exc})") from exc
+    if manifest.get("action_frame", "command") not in ACTION_FRAMES:
+        raise ConfigError(f"checkpoint manifest {str(folder / MANIFEST_FILE)!r} has action_frame "
+                          f"{manifest.get('action_frame')!r}; valid: {', '.join(ACTION_FRAMES)}")
     payload = read_weights(weights, str(manifest.get("weights_sha256")), "checkpoint weights")
     head = FiLMActionHead(config)
     try:
@@ -100,6 +109,7 @@ def load_checkpoint(folder: str | Path = DEFAULT_CHECKPOINT) -> HeadBundle:
         state_std=payload["state_std"].numpy(),
         grounder=grounder,
         localiser=localiser,
+        action_frame=str(manifest.get("action_frame", "command")),
     )
 
 

@@ -76,6 +76,7 @@ class GenericVLA:
             raise choice_error("execution mode", execution, EXECUTION_MODES)
         self.bundle = bundle
         self.cfg = bundle.config
+        self.action_frame = bundle.action_frame  # what the deltas are added to (policies/delta_adapter.py)
         self.execution = execution
         self.ensembler = TemporalEnsembler(self.cfg.chunk, ensemble_decay)
         # "queue": run the first ``action_steps`` actions of a chunk open loop before looking again (ACT-style
@@ -94,6 +95,9 @@ class GenericVLA:
         self._text: torch.Tensor | None = None
         self._memory: torch.Tensor | None = None  # object-memory heads: what the episode's first frame showed
         self._words: torch.Tensor | None = None  # word-additive heads: the instruction's per-word embeddings
+        # Diagnostics only (sim_benchmarks/studies/vlabench/vlabench_base_probe.py): M×2 table positions (metres,
+        # robot base frame) that replace the remembered ones after the first frame, NaN rows keeping the head's own.
+        self.memory_override: np.ndarray | None = None
         self._mean = torch.as_tensor(bundle.action_mean, dtype=torch.float32)
         self._std = torch.as_tensor(bundle.action_std, dtype=torch.float32)
 
@@ -141,6 +145,10 @@ class GenericVLA:
                       else None)
             self._memory = self.bundle.head.remember(feats, self._text, self._words, prior=prior,
                                                      prior_window=window, refine=refine)
+            if self.memory_override is not None:
+                given = torch.as_tensor(np.asarray(self.memory_override, np.float32))
+                keep = torch.isnan(given)
+                self._memory[0, :, :2] = torch.where(keep, self._memory[0, :, :2], given)
         return feats, self._text, state, self._memory
 
     def _prior(self, obs: dict[str, Any]) -> torch.Tensor | None:
@@ -151,9 +159,14 @@ class GenericVLA:
         return None if logp is None else self.grounder.cfg.weight * logp[None]
 
     @torch.inference_mode()
-    def predict_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """The head's chunk of future actions (chunk × 7) in env units."""
-        out = self.bundle.head(*self._inputs(obs))[0]
+    def predict_chunk(self, obs: dict[str, Any], memory_offset: np.ndarray | None = None) -> np.ndarray:
+        """The head's chunk of future actions (chunk × 7) in env units. ``memory_offset`` (object-memory heads,
+        M×2 metres) moves the remembered positions for this prediction only: how much the action follows them."""
+        feats, text, state, memory = self._inputs(obs)
+        if memory_offset is not None and memory is not None:
+            memory = memory.clone()
+            memory[0, :, :2] += torch.as_tensor(np.asarray(memory_offset, np.float32))
+        out = self.bundle.head(feats, text, state, memory)[0]
         return (out * self._std + self._mean).numpy()
 
     @torch.inference_mode()

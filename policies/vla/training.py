@@ -24,6 +24,8 @@ from policies.vla.checkpoint import HeadBundle
 from policies.vla.checkpoint_files import freeze
 from policies.vla.model import AUX_SCALE, FiLMActionHead, HeadConfig, pixels_to_input
 
+MEMORY_SOURCES = ("estimate", "true")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -52,6 +54,20 @@ class TrainConfig:
     heatmap_sigma: float = 1.0
     memory_noise: float = 0.005
     frames_per_episode: int = 4  # memory heads: batches hold this many frames per episode (one first frame each)
+    # What the action MLP sees as the remembered positions in training. "estimate": the head's own detached
+    # first-frame estimate (centimetres off even on training scenes, so the MLP learns to discount it); "true": the
+    # true start positions plus ``memory_noise``, so the action depends on where the objects are and the memory's
+    # precision becomes the localiser's job (where a frame has no true position the estimate is used).
+    memory_source: str = "estimate"
+    # Multiplies the gripper loss on frames whose chunk holds a gripper switch (a few frames per episode decide
+    # grasp and release; unweighted they are drowned by the many frames that keep the gripper as it is).
+    switch_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.memory_source not in MEMORY_SOURCES:
+            raise ConfigError(f"memory_source must be one of {', '.join(MEMORY_SOURCES)}, got {self.memory_source!r}")
+        if self.switch_weight < 1.0:
+            raise ConfigError(f"switch_weight must be >= 1, got {self.switch_weight}")
 
 
 @dataclass
@@ -88,6 +104,20 @@ def chunk_targets(actions: np.ndarray, episode: np.ndarray, chunk: int) -> tuple
     return actions[last].astype(np.float32), same.astype(np.float32)
 
 
+
+
+def switch_frames(actions: np.ndarray, episode: np.ndarray, chunk: int) -> np.ndarray:
+    """N bool: frames whose chunk (this step and the next ``chunk - 1`` of the same episode) holds a gripper switch,
+    i.e. a step whose gripper sign differs from the step before it."""
+    closed = actions[:, 6] > 0
+    switch = np.zeros(len(actions), bool)
+    switch[1:] = (closed[1:] != closed[:-1]) & (episode[1:] == episode[:-1])
+    out = switch.copy()
+    for k in range(1, chunk):  # frame t is marked when t + k switches within the same episode
+        ahead = np.zeros(len(actions), bool)
+        ahead[:-k] = switch[k:] & (episode[k:] == episode[:-k])
+        out |= ahead
+    return out
 
 
 def aux_targets(data: DemoArrays) -> tuple[np.ndarray, np.ndarray]:
@@ -132,6 +162,18 @@ def memory_labels(data: DemoArrays, memory: int) -> dict[str, np.ndarray]:
         inside = (np.abs(uv[:, k]) < 1).all(1)
         valid[:, k] = ok & inside & ((pre_grasp > 0) if k == 0 else True)
     return {"xy": xy, "uv": uv, "valid": valid}
+
+
+def memory_seen(estimate: torch.Tensor, true_xy: torch.Tensor, valid: torch.Tensor, source: str, noise: float,
+                gen: torch.Generator) -> torch.Tensor:
+    """The remembered positions (N×M×2) the action MLP trains on: the detached ``estimate``, or with ``source`` =
+    "true" the true positions where ``valid`` (N×M) says there are some; plus Gaussian ``noise`` (metres)."""
+    seen = estimate.detach()
+    if source == "true":
+        seen = torch.where(valid[..., None] > 0, true_xy, seen)
+    if noise > 0:
+        seen = seen + torch.randn(seen.shape, generator=gen) * noise
+    return seen
 
 
 def heatmap_loss(logits: torch.Tensor, uv: torch.Tensor, valid: torch.Tensor, sigma_cells: float) -> torch.Tensor:
@@ -235,6 +277,9 @@ def train_head(
     dim_w = torch.ones(head_cfg.action_dim)
     dim_w[-1] = cfg.gripper_weight
     dim_w[:2] = cfg.xy_weight
+    grip_w = torch.ones(len(data))  # per-frame multiplier of the gripper error
+    if cfg.switch_weight != 1.0:
+        grip_w[torch.as_tensor(switch_frames(data.actions, data.episode, head_cfg.chunk))] = cfg.switch_weight
 
     if head_cfg.aux_dim not in (0, 2):
         raise ConfigError(f"aux_dim must be 0 or 2 (target xy offset), got {head_cfg.aux_dim}")
@@ -284,9 +329,8 @@ def train_head(
             first_loc = head.localise(*head.trunk(data.features[firsts], text[tidx[firsts]]),
                                       words=None if words is None else words[tidx[firsts]])
             xy = first_loc["xy"][inverse]
-            seen = xy.detach()
-            if augment and cfg.memory_noise > 0:
-                seen = seen + torch.randn(seen.shape, generator=gen) * cfg.memory_noise
+            seen = memory_seen(xy, mem["xy"][firsts][inverse], mem["valid"][firsts][inverse], cfg.memory_source,
+                               cfg.memory_noise if augment else 0.0, gen)
             memory = torch.cat([seen, first_loc["desc"][inverse]], dim=-1)
             trunk = head.trunk(feats, txt)
             pred, aux = head.forward_with_aux(feats, txt, st, memory=memory, trunk=trunk)
@@ -303,6 +347,8 @@ def train_head(
             xy_err = ((first_loc["xy"] - mem["xy"][firsts]) / AUX_SCALE).pow(2).sum(-1) * mem["valid"][firsts]
             extra = extra + cfg.aux_weight * xy_err.sum() / mem["valid"][firsts].sum().clamp(min=1.0)
         err = (pred - y[idx]).pow(2) * dim_w
+        if cfg.switch_weight != 1.0:
+            err = torch.cat([err[..., :-1], err[..., -1:] * grip_w[idx][:, None, None]], dim=-1)
         loss = (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim) + extra
         if aux is not None and cfg.aux_weight > 0:
             aux_err = (aux - aux_y[idx]).pow(2).sum(1) * aux_m[idx]

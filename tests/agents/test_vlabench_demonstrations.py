@@ -69,6 +69,47 @@ def test_bad_config_is_one_config_error():
         VLABenchDemoConfig(tasks=("select_my_pick",), driver="checkpoints/vlabench_vla", driven_part="carry")
     with pytest.raises(ConfigError, match="lift"):
         VLABenchDemoConfig(driven_part="lift")
+    with pytest.raises(ConfigError, match="label frame"):
+        VLABenchDemoConfig(label_frame="world")
+
+
+def test_hand_frame_labels_start_from_the_hand_and_replay_through_the_adapter():
+    from agents.vlabench_demonstrations import collect_vlabench_demos
+    from envs.manipulation.vlabench.env import make_env
+    from policies.delta_adapter import DeltaToAbsolute
+
+    cfg = VLABenchDemoConfig(tasks=("select_my_pick",), episodes=1, max_steps=8, image_size=64, seed=0,
+                             noise_fraction=0.0, keep_failed=True)
+    hand = collect_vlabench_demos(replace(cfg, label_frame="hand"))
+    command = collect_vlabench_demos(cfg)
+    assert hand.episodes[0]["seed"] == command.episodes[0]["seed"]
+    # the arm trails its command: from the second step on, deltas from the hand differ from deltas from the command
+    assert not np.allclose(np.stack(hand.actions)[1:, :3], np.stack(command.actions)[1:, :3], atol=2e-3)
+
+    class Replay:  # a hand-frame policy that emits the recorded labels
+        def __init__(self):
+            self.action_frame = "hand"
+            self.labels = iter(hand.actions)
+
+        def reset(self, instruction, info):
+            pass
+
+        def act(self, obs):
+            return next(self.labels)
+
+    env = make_env("select_my_pick", {"track": "in_distribution", "action_mode": "absolute",
+                                      "cameras": ("front",), "image_size": 64, "max_steps": 8, "references": False})
+    try:
+        adapter = DeltaToAbsolute(Replay())
+        assert adapter.frame == "hand"
+        obs, info = env.reset(seed=hand.episodes[0]["seed"])
+        adapter.reset("", info)
+        for state in hand.states:
+            # the adapter visits the recorded states (to float noise: it starts its yaw from the measured hand)
+            assert np.allclose(obs["ee_state"], state, atol=1e-3)
+            obs = env.step(adapter.act(obs))[0]
+    finally:
+        env.close()
 
 
 def test_driven_episodes_record_the_expert_labels_at_the_states_the_checkpoint_reaches():

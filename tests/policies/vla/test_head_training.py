@@ -299,3 +299,54 @@ def test_memory_labels_take_recorded_image_positions_over_the_embodiment_camera(
     with pytest.raises(ConfigError, match="image positions"):
         memory_labels(DemoArrays(data.features, data.text_table, data.text_index, data.states, actions,
                                  data.episode, targets=targets), 1)
+
+
+def test_switch_frames_mark_each_chunk_that_holds_a_gripper_switch():
+    from policies.vla.training import switch_frames
+
+    grip = np.array([-1, -1, -1, 1, 1, 1, -1, -1, 1, 1], np.float32)  # episode 0: frames 0-5, episode 1: 6-9
+    actions = np.zeros((10, 7), np.float32)
+    actions[:, 6] = grip
+    episode = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
+    marked = switch_frames(actions, episode, chunk=2)
+    # switches at frame 3 (close) and frame 8 (close); frame 6 starts a new episode, which is no switch
+    assert np.flatnonzero(marked).tolist() == [2, 3, 7, 8]
+    assert np.flatnonzero(switch_frames(actions, episode, chunk=1)).tolist() == [3, 8]
+
+
+def test_memory_seen_in_training_is_the_truth_where_known_else_the_estimate():
+    from policies.vla.training import memory_seen
+
+    estimate = torch.tensor([[[0.50, 0.10], [0.60, -0.10]]], requires_grad=True)
+    true_xy = torch.tensor([[[0.55, 0.05], [0.0, 0.0]]])
+    valid = torch.tensor([[1.0, 0.0]])  # a pick task: no goal position
+    gen = torch.Generator().manual_seed(0)
+    old = memory_seen(estimate, true_xy, valid, "estimate", 0.0, gen)
+    assert torch.equal(old, estimate.detach()) and not old.requires_grad  # the first heads' behaviour
+    seen = memory_seen(estimate, true_xy, valid, "true", 0.0, gen)
+    assert torch.allclose(seen[0, 0], true_xy[0, 0]) and torch.allclose(seen[0, 1], estimate[0, 1].detach())
+    noisy = memory_seen(estimate, true_xy, valid, "true", 0.005, gen)
+    assert 0 < float((noisy - seen).abs().max()) < 0.03  # a few millimetres, not centimetres
+    with pytest.raises(ConfigError, match="memory_source"):
+        TrainConfig(memory_source="oracle")
+    with pytest.raises(ConfigError, match="switch_weight"):
+        TrainConfig(switch_weight=0.5)
+
+
+def test_checkpoint_records_the_action_frame_and_rejects_an_unknown_one(tmp_path):
+    from dataclasses import replace
+
+    from policies.vla.checkpoint import HeadBundle
+
+    bundle = HeadBundle(SMALL, FiLMActionHead(SMALL), np.zeros(7, np.float32), np.ones(7, np.float32),
+                        np.zeros(2, np.float32), np.ones(2, np.float32))
+    save_checkpoint(bundle, tmp_path / "old")
+    assert "action_frame" not in json.loads((tmp_path / "old" / "manifest.json").read_text())  # old manifests
+    assert load_checkpoint(tmp_path / "old").action_frame == "command"
+    save_checkpoint(replace(bundle, action_frame="hand"), tmp_path / "hand")
+    assert load_checkpoint(tmp_path / "hand").action_frame == "hand"
+    manifest = json.loads((tmp_path / "hand" / "manifest.json").read_text())
+    manifest["action_frame"] = "world"
+    (tmp_path / "hand" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match="action_frame 'world'"):
+        load_checkpoint(tmp_path / "hand")
