@@ -1,8 +1,8 @@
 """Faults: SIGKILL at a random moment then ``--resume`` (launch.eval, launch.train), and two writers on one folder.
 
 Every episode (eval) and every logged update (train) must end up recorded exactly once. ``EMBODIA_FAULT_TRIALS``
-(default 1) repeats each trial with the next seed and ``EMBODIA_FAULT_SUITE`` picks the evaluation (games or toolpro);
-docs/reliability.md quotes runs with more trials.
+(default 1) repeats each trial with the next seed and ``EMBODIA_FAULT_SUITE`` picks the evaluation (games, toolpro
+or vimrag); docs/reliability.md quotes runs with more trials.
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ TRIALS = int(os.environ.get("EMBODIA_FAULT_TRIALS", "1"))
 ENV = {**os.environ, "CI": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 # The eval the faults hit, chosen by EMBODIA_FAULT_SUITE: games (default; 18 tasks x 2 policies x 2 episodes of 200
-# rounds = 72 short episodes) or toolpro (36 workflow tasks x 1 episode of the stepwise agent over MCP, rtt 20 ms).
+# rounds = 72 short episodes), toolpro (36 workflow tasks x 1 episode of the stepwise agent over MCP, rtt 20 ms) or
+# vimrag (5 question types x 2 policies x 10 questions, the shipped reader and planner).
 EVALS = {
     "games": (["--env", "games", "--policy", "hedge,best_response", "--episodes", "2", "--env-option", "rounds=200",
                "--seed", "3"], 72),
     "toolpro": (["--env", "toolpro", "--policy", "stepwise", "--episodes", "1", "--workers", "1", "--seed", "3"], 36),
+    "vimrag": (["--env", "vimrag", "--policy", "vimrag,linear_rag", "--episodes", "10", "--workers", "1", "--seed",
+                "3"], 100),
 }
 EVAL, EVAL_EPISODES = EVALS[os.environ.get("EMBODIA_FAULT_SUITE", "games")]
 # A tiny next-token transformer: 40 steps, one metrics record (and checkpoint) every 2 steps.

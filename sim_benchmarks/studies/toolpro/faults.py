@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     tasks = list(TASKS) if args.tasks == "all" else [get_task(t).name for t in args.tasks.split(",")]
     seeds = parse_numbers(args.seeds, "--seeds")
-    options = WorkflowEnvOptions(rtt_ms=args.rtt, error_rate=args.error_rate, crash_rate=args.crash_rate,
-                                 fault_seed=args.seed)
-    options.check()
+    # from_options checks the declared ranges as --env-option does (the constructor alone does not)
+    options = WorkflowEnvOptions.from_options({"rtt_ms": args.rtt, "error_rate": args.error_rate,
+                                               "crash_rate": args.crash_rate, "fault_seed": args.seed})
     t0 = time.perf_counter()
     try:
         records = run_episodes(tasks, seeds, options)
