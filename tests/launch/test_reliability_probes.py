@@ -10,31 +10,15 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from test_bad_input import call, snapshot  # the same probe helpers as the older entry points' (same folder)
 
 from envs.errors import ConfigError
 from sim_benchmarks.results_folder import FolderLock
-
-
-def call(main: Callable[[list[str]], int], argv: list[str], capsys) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of ``main(argv)`` as the console would see them."""
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def snapshot(root: Path) -> dict[str, tuple[bool, int, int]]:
-    """Every path under ``root`` with (is folder, size, mtime): equal snapshots mean nothing was written."""
-    return {str(p.relative_to(root)): (p.is_dir(), p.stat().st_size if p.is_file() else 0, p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
 
 
 def _main(module: str):
