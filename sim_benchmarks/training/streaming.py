@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import torch
 from agents.streaming import LEARNERS
 from agents.streaming.loop import StreamingLoop
 from envs.arcade import make_arcade_env, split_name
-from envs.config import check_range
+from envs.config import check_range, coerce
 from envs.errors import ConfigError, choice_error
 from policies.streaming.representation import representation_stats
 from sim_benchmarks.thread_pools import limit_threads, thread_pools
@@ -43,6 +44,7 @@ def build_config(agent: str, suite: str, steps: int, options: Mapping[str, Any])
     """The agent's config dataclass with ``options`` applied (unknown keys → ConfigError listing valid ones)."""
     _, cfg_cls = LEARNERS[agent]
     fields = {f.name: f for f in dataclasses.fields(cfg_cls)}
+    hints = typing.get_type_hints(cfg_cls)
     kwargs: dict[str, Any] = {"total_steps": int(steps)}
     if suite == "atari" and "exploration_fraction" in fields:
         kwargs["exploration_fraction"] = 0.05  # Stream-x: ε decays over 5 % of an Atari run
@@ -52,11 +54,8 @@ def build_config(agent: str, suite: str, steps: int, options: Mapping[str, Any])
         if key not in fields:
             valid = sorted(fields) + sorted(RUN_OPTIONS) + ["env.<option>"]
             raise choice_error(f"option for {agent}", key, valid)
-        kind = type(fields[key].default)
-        try:
-            kwargs[key] = kind(value) if kind is not bool else value in (True, "true", "1", 1)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"option {key}={value!r} is not a valid {kind.__name__}") from exc
+        # the same parser as every typed option: `adaptive=yes` is an error, never a silent False
+        kwargs[key] = coerce(key, value, hints[key])
         check_range(key, kwargs[key], (None, None))  # floats finite, as for every typed option
     return cfg_cls(**kwargs)
 

@@ -181,6 +181,12 @@ def test_bad_options_raise_config_error():
         train("minatar:breakout", "stream_spr", 10, 0, "/tmp/unused-embodia", options={"projection": "sideways"})
     cfg = build_config("stream_spr", "atari", 1000, {"k": "7", "projection": "pcgrad"})
     assert cfg.k == 7 and cfg.projection == "pcgrad" and cfg.exploration_fraction == 0.05
+    # booleans and numbers go through the typed-option parser: a typo is an error, not a silent default
+    with pytest.raises(ConfigError, match="option adaptive must be true or false, got 'yes'"):
+        build_config("stream_q", "minatar", 100, {"adaptive": "yes"})
+    with pytest.raises(ConfigError, match="option k must be an integer, got 'five'"):
+        build_config("stream_spr", "minatar", 100, {"k": "five"})
+    assert build_config("stream_ac", "minatar", 100, {"adaptive": "true"}).adaptive is True
 
 
 @pytest.mark.parametrize("agent, extra", [("stream_q", {}), ("stream_ac", {}), ("stream_spr", {}),
