@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from torch import nn
 
-from policies.streaming.im2col_net import _hwc_to_chw, _ln_rows
+from policies.streaming.im2col_net import _hwc_to_chw, _ln_rows, im2col_rows
 from policies.streaming.kernels import FASTMATH
 from policies.streaming.numba_net import layer_norm_lrelu, lrelu_ln_backward
 
@@ -29,23 +29,6 @@ from policies.streaming.numba_net import layer_norm_lrelu, lrelu_ln_backward
 # each patch row k·C (or C) contiguous floats on both sides — several times faster than torch's order there. The
 # weights of those layers are permuted into that order once per call (tens of kilobytes) and their gradients
 # permuted back.
-
-
-@numba.njit(cache=True)
-def im2col_rows(x, k, stride, cols):  # cols[r, p·wo+q, (c·k+i)·k+j] = x[r, c, p·s+i, q·s+j]
-    n_rows, n_in, height, width = x.shape
-    ho = (height - k) // stride + 1
-    wo = (width - k) // stride + 1
-    for r in range(n_rows):
-        for p in range(ho):
-            for q in range(wo):
-                row = cols[r, p * wo + q]
-                for c in range(n_in):
-                    for i in range(k):
-                        src = x[r, c, p * stride + i, q * stride:]  # views indexed by the loop variable: no
-                        dst = row[(c * k + i) * k:]  # per-element wrap-around check
-                        for j in range(k):
-                            dst[j] = src[j]
 
 
 @numba.njit(cache=True)
@@ -131,20 +114,36 @@ def col2im_same_ijc_add(dcols, k, pad, n_actions, dx):
 
 @numba.njit(cache=True)
 def to_ijc(w, n_in, k, out):  # a weight (C', C·k·k) in torch's order → (C', k·k·C)
-    for o in range(w.shape[0]):
-        for c in range(n_in):
-            for i in range(k):
-                for j in range(k):
-                    out[o, (i * k + j) * n_in + c] = w[o, (c * k + i) * k + j]
+    n_out = w.shape[0]
+    src = w.reshape(n_out, n_in, k, k)
+    dst = out.reshape(n_out, k, k, n_in)
+    for o in range(n_out):  # 4-D indexing by loop variables only: no per-element wrap-around checks
+        for i in range(k):
+            for j in range(k):
+                for c in range(n_in):
+                    dst[o, i, j, c] = src[o, c, i, j]
 
 
 @numba.njit(cache=True)
 def from_ijc(g, n_in, k, out):  # the inverse of to_ijc: (C', k·k·C) → torch's (C', C·k·k)
-    for o in range(g.shape[0]):
+    n_out = g.shape[0]
+    src = g.reshape(n_out, k, k, n_in)
+    dst = out.reshape(n_out, n_in, k, k)
+    for o in range(n_out):
         for c in range(n_in):
             for i in range(k):
                 for j in range(k):
-                    out[o, (c * k + i) * k + j] = g[o, (i * k + j) * n_in + c]
+                    dst[o, c, i, j] = src[o, i, j, c]
+
+
+@numba.njit(cache=True)
+def same_frame(a, b):  # a == b element for element (stops at the first difference)
+    x = a.reshape(a.size)
+    y = b.reshape(b.size)
+    for i in range(x.size):
+        if x[i] != y[i]:
+            return False
+    return True
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
@@ -230,8 +229,8 @@ class _EncoderPass:
 
     def __init__(self, geometry: list[tuple[int, int, int, int, int, int]], rows: int) -> None:
         self.cols, self.v, self.y, self.a, self.rstd = [], [], [], [], []
-        for k, _, in_c, out_c, oh, ow in geometry:
-            self.cols.append(np.zeros((rows, oh * ow, in_c * k * k), np.float32))
+        for i, (k, _, in_c, out_c, oh, ow) in enumerate(geometry):  # the first layer's patches are kept per frame
+            self.cols.append(np.zeros((rows, oh * ow, in_c * k * k) if i else (0,), np.float32))
             self.v.append(np.zeros((rows, oh * ow, out_c), np.float32))
             self.y.append(np.zeros((rows, oh * ow * out_c), np.float32))
             self.a.append(np.zeros((rows, oh, ow, out_c), np.float32))
@@ -302,6 +301,12 @@ class Im2colSPRLoss:
         ckk1, ckk2 = (c + self.n_actions) * self.tk ** 2, c * self.tk ** 2
         dim = self.proj_w[0].shape[0]
         self._target = _EncoderPass(self.geometry, k)
+        k0, _, c0, _, oh0, ow0 = self.geometry[0]
+        # the first layer's patches of each frame, kept across calls: they depend on the frame only, and a frame
+        # stays in the window for K+1 updates (K+2 slots: the K+1 frames of a call plus one to write a new one)
+        self._frames = np.zeros((k + 2, *self.obs_shape), f32)
+        self._frame_cols = np.zeros((k + 2, oh0 * ow0, c0 * k0 * k0), f32)
+        self._slots: list[int] = []  # slot of each window position in the last call
         self.z = np.zeros((k + 1, lh, lw, c), f32)  # z[0] online latent of o_0, z[s+1] = h(z[s], a_s)
         self.cols1 = np.zeros((k, n_pos, ckk1), f32)
         self.cols2 = np.zeros((k, n_pos, ckk2), f32)
@@ -323,20 +328,35 @@ class Im2colSPRLoss:
         self.dcols = [np.zeros((oh * ow, ic * kk * kk), f32) for kk, _, ic, _, oh, ow in self.geometry]
         self._k = k
 
-    def _encode(self, x: np.ndarray, weights: list[np.ndarray], prefix: str, bufs: _EncoderPass) -> np.ndarray:
-        """Forward of the encoder with ``weights`` over frames x (rows, C, H, W); returns the last activations."""
-        rows = x.shape[0]
-        src = x
+    def _frame_patches(self, obs: np.ndarray) -> list[int]:
+        """The slot of ``self._frame_cols`` holding each frame's first-layer patches, computing only new frames."""
+        slots = [-1] * obs.shape[0]
+        for j in range(obs.shape[0]):  # the window moved one step: position j held frame j+1 last time
+            if j + 1 < len(self._slots) and same_frame(self._frames[self._slots[j + 1]], obs[j]):
+                slots[j] = self._slots[j + 1]
+        free = [i for i in range(self._frames.shape[0]) if i not in slots]
+        k0, s0 = self.geometry[0][:2]
+        for j in range(obs.shape[0]):
+            if slots[j] < 0:
+                slots[j] = slot = free.pop()
+                self._frames[slot] = obs[j]
+                im2col_rows(obs[j:j + 1], k0, s0, self._frame_cols[slot:slot + 1])
+        self._slots = slots
+        return slots
+
+    def _encode(self, slots: list[int], weights: list[np.ndarray], prefix: str, bufs: _EncoderPass) -> np.ndarray:
+        """Forward of the encoder with ``weights`` over the frames in ``slots``; returns the last activations."""
+        rows = len(slots)
+        src = None
         for i, (k, s, _, _, _, _) in enumerate(self.geometry):
-            cols = bufs.cols[i][:rows]
-            if i == 0:
-                im2col_rows(src, k, s, cols)
-                w = weights[0]
-            else:
-                im2col_ijc(src, k, s, cols)
-                w = self._perm[f"{prefix}{i}"]
             v = bufs.v[i][:rows]
-            np.dot(cols.reshape(-1, cols.shape[2]), w.T, out=v.reshape(-1, v.shape[2]))
+            if i == 0:  # one GEMM per frame on its kept patches
+                for r, slot in enumerate(slots):
+                    np.dot(self._frame_cols[slot], weights[0].T, out=v[r])
+            else:
+                cols = bufs.cols[i][:rows]
+                im2col_ijc(src, k, s, cols)
+                np.dot(cols.reshape(-1, cols.shape[2]), self._perm[f"{prefix}{i}"].T, out=v.reshape(-1, v.shape[2]))
             _bias_ln_rows(v, weights[2 * i + 1], bufs.y[i], bufs.a[i][:rows].reshape(rows, -1), bufs.rstd[i],
                           self.slope, self.eps)
             src = bufs.a[i][:rows]
@@ -365,7 +385,8 @@ class Im2colSPRLoss:
         wp, bp = self.proj_w
         wq, bq = self.pred_w
         # -- forward: online encoder on o_0, the transition model rolled with the actions taken ---------------
-        self.z[0] = self._encode(obs[:1], self.enc_w, "enc", self._online)[0]
+        slots = self._frame_patches(obs)
+        self.z[0] = self._encode(slots[:1], self.enc_w, "enc", self._online)[0]
         v1, v2 = self.v1[0], self.v2[0]
         for s in range(k):
             im2col_same_ijc(self.z[s], int(actions[s]), n_act, tk, pad, self.cols1[s])
@@ -381,7 +402,7 @@ class Im2colSPRLoss:
         _ln_rows(self.hid, self.yp, self.ap, self.rp, slope, eps)
         np.dot(self.ap, wq.T, out=self.pred)
         self.pred += bq
-        tz = self._encode(obs[1:], self.tenc_w, "tenc", self._target)
+        tz = self._encode(slots[1:], self.tenc_w, "tenc", self._target)
         _hwc_to_chw(tz.reshape(k, n_pos, c), self.tzc)
         linear_rows(self.tzc, self.tproj_w[0], self.tproj_w[1], self.thid)
         _ln_rows(self.thid, self.tyh, self.tgt, self.trp, slope, eps)
@@ -429,7 +450,7 @@ class Im2colSPRLoss:
         for i in range(last, -1, -1):
             kk, st, ic, _, _, _ = self.geometry[i]
             if i == 0:
-                np.dot(dv.T, on.cols[0][0], out=g_enc[0])
+                np.dot(dv.T, self._frame_cols[slots[0]], out=g_enc[0])
             else:
                 gp = self._gperm[f"enc{i}"]
                 np.dot(dv.T, on.cols[i][0], out=gp)

@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from agents.streaming.stream_spr import StreamSPR, StreamSPRConfig
+from policies.streaming.im2col_net import im2col_rows
 from policies.streaming.im2col_spr import (
     Im2colSPRLoss,
     col2im_ijc,
     col2im_same_ijc_add,
     from_ijc,
     im2col_ijc,
-    im2col_rows,
     im2col_same_ijc,
     to_ijc,
 )
