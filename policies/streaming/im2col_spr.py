@@ -3,12 +3,12 @@
 The same loss as ``policies.streaming.spr`` (online encoder on o_0, the transition model rolled with the K actions
 taken, projection + predictor, −Σ_k cos against the EMA target encoder + projection of o_1..o_K) and its reverse
 pass, without autograd. On the Atari screen that loss is ~130 M multiply-adds per update, nearly all in
-convolutions; torch's autograd version runs them through oneDNN/"slow_conv2d" kernels whose setup and re-unfolding
-at batch 1–5 cost several times the arithmetic. Here every convolution is one im2col (compiled) plus one GEMM
-(numpy's BLAS), the reverse pass reuses the forward's patches, the target encoder's K frames go through each layer
-as one GEMM, and the transition model's weight gradients over the K steps are one GEMM each. Activations are
-position-major (H, W, C) as in ``im2col_net``; patches use torch's (C, kH, kW) order, so the weights are live
-numpy views of the modules' parameters (ObGD's and the EMA's in-place updates show through).
+convolutions; the autograd version spends much of its time in convolution backward kernels that unfold their
+input again, in concatenations and in graph bookkeeping. Here every convolution is one im2col (compiled) plus one
+GEMM (numpy's BLAS), the reverse pass reuses the forward's patches, the target encoder's K frames go through each
+layer as one GEMM, and the transition model's weight gradients over the K steps are one GEMM each. A frame stays
+in the window for K+1 updates, so its first-layer patches are computed once and kept. Weights are read live from
+the modules' parameters (numpy views, so ObGD's and the EMA's in-place updates show through).
 
 Results match autograd to float32 rounding, not bit for bit (different summation order); deterministic for a
 given machine, build and BLAS thread count.
