@@ -20,6 +20,7 @@ from torch import nn
 
 from agents.streaming.stream_q import StreamQ, StreamQConfig
 from envs.errors import choice_error
+from policies.streaming.im2col_spr import Im2colSPRLoss
 from policies.streaming.kernels import momentum_project_step_
 from policies.streaming.networks import flatten_parameters_, init_module_, mkldnn_enabled
 from policies.streaming.numba_spr import NumbaSPRLoss
@@ -81,11 +82,15 @@ class StreamSPR(StreamQ):
         self.momentum = [torch.zeros(self.n_enc)] + [torch.zeros_like(f) for f in self.head_flats]
         self._spr_params = list(self.q.encoder.parameters()) + [p for m in self.heads for p in m.parameters()]
         self._module_sizes = [len(list(m.parameters())) for m in [self.q.encoder, *self.heads]]
-        # backend "numba" on MinAtar: the SPR loss's forward and reverse pass compiled too (on Atari/Octax only
-        # the Q network's step is: the SPR loss there keeps the torch path)
-        self.fast_spr = NumbaSPRLoss(self.q.encoder, self.transition, self.projection, self.predictor,
-                                     self.target_encoder, self.target_projection, latent) \
-            if self.fast is not None and suite == "minatar" else None
+        # backend "numba": the SPR loss's forward and reverse pass compiled too — one numba call on MinAtar,
+        # im2col + BLAS GEMMs on the Atari/Octax conv stacks
+        self.fast_spr: NumbaSPRLoss | Im2colSPRLoss | None = None
+        if self.fast is not None and suite == "minatar":
+            self.fast_spr = NumbaSPRLoss(self.q.encoder, self.transition, self.projection, self.predictor,
+                                         self.target_encoder, self.target_projection, latent)
+        elif self.fast is not None:
+            self.fast_spr = Im2colSPRLoss(self.q.encoder, self.transition, self.projection, self.predictor,
+                                          self.target_encoder, self.target_projection, self.obs_shape)
         self._win_obs: deque[torch.Tensor] = deque(maxlen=cfg.k + 1)
         self._win_act: deque[int] = deque(maxlen=cfg.k)
         self.spr_updates = 0

@@ -23,7 +23,25 @@ import torch
 from torch import nn
 
 from policies.streaming.kernels import FASTMATH
-from policies.streaming.numba_net import im2col, layer_norm_lrelu, lrelu_ln_backward
+from policies.streaming.numba_net import layer_norm_lrelu, lrelu_ln_backward
+
+
+@numba.njit(cache=True)
+def im2col_rows(x, k, stride, cols):  # cols[r, p·wo+q, (c·k+i)·k+j] = x[r, c, p·s+i, q·s+j]
+    # numba_net.im2col's output, copied in runs of k floats (~2× faster on the 84×84 screen)
+    n_rows, n_in, height, width = x.shape
+    ho = (height - k) // stride + 1
+    wo = (width - k) // stride + 1
+    for r in range(n_rows):
+        for p in range(ho):
+            for q in range(wo):
+                row = cols[r, p * wo + q]
+                for c in range(n_in):
+                    for i in range(k):
+                        src = x[r, c, p * stride + i, q * stride:]  # views indexed by the loop variable: no
+                        dst = row[(c * k + i) * k:]  # per-element wrap-around check
+                        for j in range(k):
+                            dst[j] = src[j]
 
 
 # numba_net.im2col on a (rows, C, H, W) *view* of the position-major activations gives the same columns, but its
@@ -162,7 +180,7 @@ class Im2colNetwork:
         src = x
         for i, blk in enumerate(self.blocks):
             cols = blk.cols[:rows]
-            (im2col if i == 0 else im2col_hwc)(src, blk.k, blk.stride, cols.numpy())
+            (im2col_rows if i == 0 else im2col_hwc)(src, blk.k, blk.stride, cols.numpy())
             v = blk.v[: rows * blk.n_pos]
             torch.addmm(blk.b, cols.view(-1, cols.shape[2]), blk.w.t(), out=v)
             _ln_rows(v.numpy().reshape(rows, -1), blk.y[:rows], blk.a[:rows].reshape(rows, -1), blk.rstd,

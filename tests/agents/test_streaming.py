@@ -189,6 +189,25 @@ def test_bad_options_raise_config_error():
     assert build_config("stream_ac", "minatar", 100, {"adaptive": "true"}).adaptive is True
 
 
+def _assert_bit_identical(a, b, where="state"):
+    """Exact equality of nested checkpoint states (dicts, lists, tensors, arrays, scalars)."""
+    assert type(a) is type(b), where
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            _assert_bit_identical(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_bit_identical(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and np.array_equal(a, b), where
+    else:
+        assert a == b, where
+
+
 @pytest.mark.parametrize("agent, extra", [("stream_q", {}), ("stream_ac", {}), ("stream_spr", {}),
                                           ("stream_q", {"backend": "numba"}), ("stream_ac", {"backend": "numba"}),
                                           ("stream_spr", {"backend": "numba"})])
@@ -210,9 +229,18 @@ def test_same_seed_gives_bit_identical_metrics_and_resume_continues_exactly(agen
 
     with pytest.raises(Killed):
         train("minatar:breakout", agent, 500, 5, tmp_path / "c", options=opts, on_progress=die_at_400)
+    boundary = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=False)["loop"]["counters"]["step"]
     c = train("minatar:breakout", agent, 500, 5, tmp_path / "c", resume=True, options=opts)
-    assert 150 <= c["resumed_from_step"] < 400
+    assert 150 <= c["resumed_from_step"] == boundary < 400  # resumed at the chunk boundary the kill left behind
     assert filecmp.cmp(tmp_path / "a" / "metrics.jsonl", tmp_path / "c" / "metrics.jsonl", shallow=False)
+    # the last checkpoint (~step 450) was written after the resume: every weight, trace, SPR head, target, momentum
+    # buffer, normaliser and RNG state equals the uninterrupted run's, bit for bit
+    full = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["loop"]
+    resumed = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=False)["loop"]
+    assert resumed["counters"] == full["counters"] and full["counters"]["step"] > boundary
+    _assert_bit_identical(full, resumed)
+    if agent == "stream_spr":
+        assert full["learner"]["spr_updates"] > 0
     records = [json.loads(line) for line in open(tmp_path / "a" / "metrics.jsonl")]
     assert [r["episode"] for r in records] == list(range(len(records)))
     assert set(records[0]) == {"step", "episode", "return", "length"}

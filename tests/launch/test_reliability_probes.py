@@ -69,6 +69,10 @@ PROBES = [
     ("launch.study", lambda w: ["streaming.streaming_learning", "--steps", "0", "--out", f"{w}/o"], "--steps"),
     ("launch.study", lambda w: ["streaming.streaming_learning", "--workers", "0", "--out", f"{w}/o"], "--workers"),
     ("launch.study", lambda w: ["streaming.streaming_learning", "--option", "bogus=1", "--out", f"{w}/o"], "bogus"),
+    ("launch.study", lambda w: ["streaming.spr_backends", "--env", "minatar:breakout", "--out", f"{w}/o"],
+     "valid suites: atari, octax"),
+    ("launch.study", lambda w: ["streaming.spr_backends", "--rounds", "0", "--out", f"{w}/o"], "--rounds"),
+    ("launch.study", lambda w: ["streaming.spr_backends", "--env-option", "bogus=1", "--out", f"{w}/o"], "bogus"),
     ("launch.study", lambda w: ["toolpro.sweep", "--rtt", "nan", "--out", f"{w}/o"], "--rtt"),
     ("launch.study", lambda w: ["toolpro.sweep", "--name", "a/b", "--out", f"{w}/o"], "--name"),
     # corrupt files a study reads back; a report with nothing to report
