@@ -55,6 +55,7 @@ from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import bootstrap_ci
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
+from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
 from sim_benchmarks.train_log import write_json_atomic
 
 PARTS = ("grounding", "episodes", "builtin", "speed", "sheet", "summary")
@@ -359,9 +360,9 @@ def builtin_part(episodes: int, seed: int, tasks: Sequence[str]) -> dict[str, An
 
 def speed_part(photo: Path, episodes: int, seed: int, task: str = "fractal_pick_my") -> dict[str, Any]:
     """Median CPU and wall milliseconds of VAP's first ``act`` per variant, user object and built-in designs."""
-    import torch
-
-    torch.set_num_threads(1)
+    # One core really: torch's pool and numpy's BLAS pool (which otherwise spins a second thread whose CPU time
+    # the process clock counts) both capped at one thread, and read back into the result.
+    limit_threads(1)
     out: dict[str, Any] = {"task": task, "photo": photo.name, "episodes": episodes, "load_before": os.getloadavg()}
     for where, extra in (("user object", {"personal_texture": str(photo), "personal_category": "mug"}),
                          ("built-in", {})):
@@ -386,6 +387,7 @@ def speed_part(photo: Path, episodes: int, seed: int, task: str = "fractal_pick_
                                      "references": len(info["reference_images"])}
             print(f"  {where} / {v}: {out[f'{where} / {v}']}", file=sys.stderr, flush=True)
     out["load_after"] = os.getloadavg()
+    out["thread_pools"] = check_thread_pools(1)
     return out
 
 
