@@ -5,7 +5,9 @@ another part of the same photo; the *arrangement* of the print does. A layout si
 a small grid (Lab, each channel centred on the object's own mean so a change of light shifts nothing), with the
 mask's coverage as per-cell weight. Two signatures are compared by a weighted normalised cross-correlation over
 small shifts: turning a cylinder or a box a little moves its print sideways (a consistent horizontal shift), and
-the crop box varies by a cell or two, while a mirror or an upside-down print cannot be undone by a shift.
+the crop box varies by a cell or two, while a mirror or an upside-down print cannot be undone by a shift. The
+references that match a candidate's layout best are also the views its keypoints are checked against
+(``perception/matching.py``).
 """
 
 from __future__ import annotations
@@ -56,31 +58,56 @@ def _shifted(sig: LayoutSignature, sx: int, sy: int) -> tuple[np.ndarray, np.nda
     return np.stack(grids), np.stack(weights)
 
 
-def layout_similarity(candidates: list[LayoutSignature], references: list[LayoutSignature],
-                      shift_x: int = SHIFT_X, shift_y: int = SHIFT_Y) -> np.ndarray:
-    """Per candidate, the best weighted normalised cross-correlation (in [-1, 1]) with any reference under any
-    shift, shape (n,). A shift that leaves less than a third of the smaller object overlapping does not count.
+@dataclass
+class LayoutBank:
+    """A reference set's layout signatures stacked once (per reference set, not per call), so comparing a
+    candidate with every reference is one matrix product."""
 
-    Every sum over cells is one matrix product (candidate shifts × references), about 1 ms for 4 × 20.
-    """
-    if not candidates or not references:
-        return np.zeros(len(candidates))
+    weight: np.ndarray  # (R, P) coverage per cell
+    weighted: np.ndarray  # (R, 3P) coverage × centred colour
+    energy: np.ndarray  # (R, P) coverage × squared colour
+    area: np.ndarray  # (R,) total coverage
+
+
+def layout_bank(references: list[LayoutSignature]) -> LayoutBank:
+    """Stack reference signatures (all of one grid size) for :func:`layout_similarities`."""
     cells = references[0].weight.size
-    ref_w = np.stack([r.weight.ravel() for r in references])  # (R, P)
-    ref_g = np.stack([r.grid.reshape(cells, 3) for r in references])  # (R, P, 3)
-    ref_wg = (ref_w[..., None] * ref_g).reshape(len(references), -1)  # (R, 3P)
-    ref_sq = ref_w * (ref_g * ref_g).sum(axis=-1)  # (R, P)
-    ref_area = ref_w.sum(axis=1)  # (R,)
-    out = np.empty(len(candidates))
+    w = np.stack([r.weight.ravel() for r in references])
+    g = np.stack([r.grid.reshape(cells, 3) for r in references])
+    return LayoutBank(w, (w[..., None] * g).reshape(len(references), -1), w * (g * g).sum(axis=-1), w.sum(axis=1))
+
+
+def layout_similarities(candidates: list[LayoutSignature], bank: LayoutBank,
+                        shift_x: int = SHIFT_X, shift_y: int = SHIFT_Y) -> np.ndarray:
+    """Per candidate and reference, the best weighted correlation under any shift, shape (n, R), in [-1, 1].
+
+    The correlation is normalised by the larger of the two signatures' energies (not their geometric mean), so
+    it also asks for the same contrast: a plain patch (a mug's inside, the robot's white base) otherwise reaches
+    a high correlation from its shading alone, and as the best *other* candidate it took the user's object's
+    margin. A shift that leaves less than a third of the smaller object overlapping does not count.
+    """
+    out = np.zeros((len(candidates), len(bank.area)))
+    cells = bank.weight.shape[1]
     for i, cand in enumerate(candidates):
         grids, weights = _shifted(cand, shift_x, shift_y)  # (S, g, g, 3), (S, g, g)
         g = grids.reshape(len(grids), cells, 3)
         w = weights.reshape(len(weights), cells)
-        cross = (w[..., None] * g).reshape(len(g), -1) @ ref_wg.T  # sum over cells of w_s w_r <g_s, g_r>
-        ca = (w * (g * g).sum(axis=-1)) @ ref_w.T
-        cb = w @ ref_sq.T
-        overlap = w @ ref_w.T
-        corr = cross / np.sqrt(np.maximum(ca * cb, 1e-6))
-        enough = overlap >= np.minimum(float(cand.weight.sum()), ref_area)[None, :] / 3
-        out[i] = float(np.where(enough, corr, -1.0).max())
+        cross = (w[..., None] * g).reshape(len(g), -1) @ bank.weighted.T  # sum over cells of w_s w_r <g_s, g_r>
+        ca = (w * (g * g).sum(axis=-1)) @ bank.weight.T
+        cb = w @ bank.energy.T
+        overlap = w @ bank.weight.T
+        corr = cross / np.maximum(np.maximum(ca, cb), 1e-6)
+        enough = overlap >= np.minimum(float(cand.weight.sum()), bank.area)[None, :] / 3
+        out[i] = np.where(enough, corr, -1.0).max(axis=0)
     return out
+
+
+def layout_similarity(candidates: list[LayoutSignature], references: list[LayoutSignature],
+                      shift_x: int = SHIFT_X, shift_y: int = SHIFT_Y) -> np.ndarray:
+    """Per candidate, the best similarity (:func:`layout_similarities`) with any reference, shape (n,).
+
+    About 1 ms for 4 candidates × 20 references on one core.
+    """
+    if not candidates or not references:
+        return np.zeros(len(candidates))
+    return layout_similarities(candidates, layout_bank(references), shift_x, shift_y).max(axis=1)

@@ -3,7 +3,8 @@
 Three cues, each max-pooled over the references, are combined by a logistic model into one calibrated probability:
 - ``embedding``: cosine of deep features (MobileNetV2 by default, or a local DINOv2/CLIP folder);
 - ``colour``: HSV histogram intersection over the object's pixels;
-- ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8);
+- ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8); with the layout cue on,
+  against the references whose layout matches the candidate best, and the fit must be upright and unscaled;
 - ``layout``: where the print's colours sit on the object (``perception/layout.py``): a mirrored, upside-down or
   re-cropped copy of the print has the same colours and pooled features but not the same arrangement.
 Within an image, cues are also compared across candidates (each cue minus the best other candidate's), because
@@ -13,8 +14,9 @@ same-category distractors make absolute similarities uninformative; the relative
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ import numpy as np
 from envs.errors import ConfigError
 from perception.candidate import GREY, OBJECT_CROP, Candidate, object_crop
 from perception.embedders import Embedder, MobileNetEmbedder
-from perception.layout import LayoutSignature, layout_signature, layout_similarity
+from perception.layout import LayoutBank, LayoutSignature, layout_bank, layout_signature, layout_similarities
 from perception.proposals import ProposalConfig, colour_proposals
 
 COMPONENTS = ("embedding", "colour", "keypoints", "layout")
@@ -53,6 +55,11 @@ class MatcherConfig:
     # references it added noise on the built-in designs (docs/results/vap.md), so it counts only when the reference
     # set is this large (a user object's set has 16 renders from the robot cameras' elevation added).
     layout_min_refs: int = 8
+    # With the layout cue on, the references share the robot camera's view, so the keypoint fit of the same print is
+    # upright and about unscaled (crops are normalised to the object's box): a fit turned further (an upside-down
+    # print) or scaled further (a recrop) counts no inliers. With a few phone-like references any fit counts.
+    keypoint_max_turn: float = 30.0  # degrees
+    keypoint_scale: tuple[float, float] = (0.67, 1.5)
 
     def __post_init__(self) -> None:
         bad = [c for c in self.components if c not in COMPONENTS]
@@ -206,6 +213,7 @@ class InstanceMatcher:
         self._bf = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
         self.references: list[ObjectView] = []
         self._ref_cache: dict[bytes, ObjectView] = {}
+        self._bank: LayoutBank | None = None  # the references' layout signatures stacked, made on first use
 
     # -- features ---------------------------------------------------------------------------------------------
     def views(self, image: np.ndarray, masks: Sequence[np.ndarray]) -> list[ObjectView]:
@@ -266,6 +274,7 @@ class InstanceMatcher:
             for k in list(self._ref_cache)[:128]:
                 del self._ref_cache[k]
         self.references = views
+        self._bank = None
         return len(views)
 
     def colour_similarity(self, image: np.ndarray, masks: Sequence[np.ndarray]) -> np.ndarray:
@@ -287,7 +296,9 @@ class InstanceMatcher:
         return np.array(out)
 
     # -- cues -------------------------------------------------------------------------------------------------
-    def _inliers(self, a: ObjectView, b: ObjectView) -> int:
+    def _inliers(self, a: ObjectView, b: ObjectView, upright: bool = False) -> int:
+        """ORB matches of ``a`` and ``b`` consistent with one similarity transform; with ``upright`` only a
+        transform turned by at most ``keypoint_max_turn`` and scaled within ``keypoint_scale`` counts."""
         if a.descriptors is None or b.descriptors is None or len(a.points) < 3 or len(b.points) < 3:
             return 0
         matches = self._bf.match(a.descriptors, b.descriptors)
@@ -295,9 +306,21 @@ class InstanceMatcher:
             return 0
         src = a.points[[m.queryIdx for m in matches]]
         dst = b.points[[m.trainIdx for m in matches]]
-        _, inl = cv2.estimateAffinePartial2D(src, dst, method=cv2.RANSAC, ransacReprojThreshold=4.0,
-                                             maxIters=200, confidence=0.99, refineIters=0)
-        return int(inl.sum()) if inl is not None else 0
+        fit, inl = cv2.estimateAffinePartial2D(src, dst, method=cv2.RANSAC, ransacReprojThreshold=4.0,
+                                               maxIters=200, confidence=0.99, refineIters=0)
+        if inl is None or fit is None:
+            return 0
+        if upright:
+            scale = math.hypot(fit[0, 0], fit[1, 0])
+            turn = abs(math.degrees(math.atan2(fit[1, 0], fit[0, 0])))
+            lo, hi = self.config.keypoint_scale
+            if turn > self.config.keypoint_max_turn or not lo <= scale <= hi:
+                return 0
+        return int(inl.sum())
+
+    def layout_active(self) -> bool:
+        """Whether the layout cue counts with the current references (it needs ``layout_min_refs`` of them)."""
+        return "layout" in self.config.components and len(self.references) >= self.config.layout_min_refs
 
     def cues(self, views: Sequence[ObjectView]) -> dict[str, np.ndarray]:
         """Per-candidate cue values (max over references), each shape (n,)."""
@@ -311,14 +334,23 @@ class InstanceMatcher:
         if "colour" in use:
             ref_hists = np.stack([r.hist for r in self.references])
             out["colour"] = np.array([float(np.minimum(v.hist[None, :], ref_hists).sum(axis=1).max()) for v in views])
+        sims = None
+        if self.layout_active() and n:
+            if self._bank is None:
+                self._bank = layout_bank([r.layout for r in self.references])
+            sims = layout_similarities([v.layout for v in views], self._bank)  # (n, references)
         if "keypoints" in use:
-            refs = self.references[: max(1, self.config.keypoint_refs)]
-            counts = np.array([max(self._inliers(v, r) for r in refs) for v in views], float)
+            k = max(1, self.config.keypoint_refs)
+            if sims is None:
+                refs = self.references[:k]
+                counts = np.array([max(self._inliers(v, r) for r in refs) for v in views], float)
+            else:  # against the views whose layout matches this candidate best: the same side of the object
+                counts = np.array([max(self._inliers(v, self.references[j], upright=True)
+                                       for j in np.argsort(-sims[i], kind="stable")[:k])
+                                   for i, v in enumerate(views)], float)
             out["keypoints"] = counts / (counts + 8.0)
         if "layout" in use:
-            few = len(self.references) < self.config.layout_min_refs
-            out["layout"] = (np.zeros(n) if few else
-                             layout_similarity([v.layout for v in views], [r.layout for r in self.references]))
+            out["layout"] = sims.max(axis=1) if sims is not None else np.zeros(n)
         return out
 
     def combine(self, cues: dict[str, np.ndarray], overlap: np.ndarray | None = None) -> np.ndarray:
@@ -367,10 +399,8 @@ class InstanceMatcher:
             w -= lr * (X.T @ (p - Y) / len(Y) + 1e-3 * w)
             b -= lr * float(np.mean(p - Y))
         comps = self.config.components
-        return MatcherConfig(components=comps, weights_abs={c: float(w[2 * i]) for i, c in enumerate(comps)},
-                             weights_rel={c: float(w[2 * i + 1]) for i, c in enumerate(comps)}, bias=float(b),
-                             hist_bins=self.config.hist_bins, orb_features=self.config.orb_features,
-                             keypoint_refs=self.config.keypoint_refs, layout_min_refs=self.config.layout_min_refs)
+        return replace(self.config, weights_abs={c: float(w[2 * i]) for i, c in enumerate(comps)},
+                       weights_rel={c: float(w[2 * i + 1]) for i, c in enumerate(comps)}, bias=float(b))
 
 
 class LimitedMatcher(InstanceMatcher):

@@ -85,3 +85,30 @@ def test_with_few_references_the_layout_cue_is_left_out():
     probs, cues = with_layout.score_with_cues(frame, cands)
     assert np.all(cues["layout"] == 0)
     assert np.allclose(probs, without.score(frame, cands))
+
+
+def test_a_plain_patch_does_not_match_a_print_by_its_shading():
+    photo = _photo()
+    ramp = np.linspace(100, 140, 60, dtype=np.float32)[None, :, None]  # a white mug's inside: shading, no print
+    plain = np.broadcast_to(ramp + np.zeros((80, 1, 3), np.float32), (80, 60, 3)).astype(np.uint8)
+    sims = layout_similarity([_signature(plain), _signature(np.roll(photo, 6, axis=1))], [_signature(photo)])
+    assert sims[0] < 0.3 < sims[1], sims
+
+
+def test_with_the_layout_cue_on_keypoints_need_an_upright_unscaled_fit():
+    photo = cv2.resize(_photo(), (120, 160))
+    frame = np.full((200, 360, 3), 110, np.uint8)
+    masks = [np.zeros((200, 360), bool) for _ in range(2)]
+    frame[20:180, 20:140], masks[0][20:180, 20:140] = photo, True
+    frame[20:180, 220:340], masks[1][20:180, 220:340] = photo[::-1, ::-1], True  # the print turned upside down
+    ref_frame, ref_mask = np.full((200, 200, 3), 110, np.uint8), np.zeros((200, 200), bool)
+    ref_frame[20:180, 40:160], ref_mask[20:180, 40:160] = photo, True
+    matcher = InstanceMatcher(MatcherConfig(layout_min_refs=1))
+    matcher.set_references([{"image": ref_frame, "mask": ref_mask}])
+    ref = matcher.references[0]
+    same, turned = matcher.views(frame, masks)
+    assert matcher._inliers(turned, ref) > 8  # any fit: the turned print matches by a 180° similarity
+    assert matcher._inliers(turned, ref, upright=True) == 0
+    assert matcher._inliers(same, ref, upright=True) > 8
+    cues = matcher.cues([same, turned])
+    assert cues["keypoints"][0] > 0.5 and cues["keypoints"][1] == 0

@@ -35,3 +35,25 @@ def test_phone_photos_are_readable_jpegs_of_the_object(tmp_path):
     for path in paths:
         with Image.open(path) as im:
             assert im.format == "JPEG" and im.size == (320, 320)
+
+
+def test_episode_records_are_split_by_the_lookalike_kinds_in_their_scene():
+    from sim_benchmarks import registry
+
+    registry.load_all()
+    photo = own_object.photo_set("dev")[0]
+    kinds = own_object.kinds_present(photo, "box", "fractal_pick_my", [3, 4, 5])
+    assert kinds == own_object.kinds_present(photo, "box", "fractal_pick_my", [3, 4, 5])  # seeded
+    assert all(ks and set(ks) <= set(own_object.KINDS) for ks in kinds.values()), kinds
+    records = {pol: [{"photo": photo.stem, "category": "box", "task": "fractal_pick_my", "seed": s, "episode": i,
+                      "success": ok, "correct_object": ok, "grounding_correct": ok}
+                     for i, (s, ok) in enumerate([(3, True), (4, False), (5, True)])]
+               for pol in ("vap", "oracle_mask")}
+    own_object.add_kinds(records)
+    assert [r["kinds"] for r in records["vap"]] == [kinds[3], kinds[4], kinds[5]]
+    res = own_object.summarise_episodes(records, ["box"])
+    for k in own_object.KINDS:
+        with_k = [s for s, ok in [(3, 1), (4, 0), (5, 1)] if k in kinds[s]]
+        got = res["vap"]["per_kind_present"][k]
+        assert got["n"] == len(with_k) and got["k"] == sum(s != 4 for s in with_k)
+    assert res["vap - oracle_mask correct_object"]["diff"] == 0

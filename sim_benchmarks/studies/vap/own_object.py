@@ -41,7 +41,8 @@ import sys
 import time
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import bootstrap_ci
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
+from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
 from sim_benchmarks.train_log import write_json_atomic
 
 PARTS = ("grounding", "episodes", "builtin", "speed", "sheet", "summary")
@@ -165,16 +167,16 @@ def _explain(rec: dict[str, Any], target_idx: int, matcher: Any) -> dict[str, fl
     return out
 
 
-def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequence[str], episodes: int, seed: int,
-                   variants: Sequence[str], references: str, out: Path) -> list[dict[str, Any]]:
-    """One row per scene and variant: correct, the kind chosen, kinds present, cue shares of a miss."""
+@contextmanager
+def labelled_lookalikes() -> Iterator[dict[str, str]]:
+    """While open, every look-alike the env makes is recorded in the yielded dict (instance id -> kind as the
+    study reports it: a mirrored print as ``mirror_lr`` or ``upside_down``)."""
     import envs.manipulation.env as env_module
-    from policies.vap import _majority_id
 
     sub: dict[str, str] = {}
     made = env_module.user_lookalikes
 
-    def labelled(user, texture, count, rng):  # tell a left-right mirror from an upside-down print
+    def labelled(user, texture, count, rng):
         pairs = made(user, texture, count, rng)
         for inst, tex in pairs:
             kind = inst.instance_id.rsplit("-", 1)[1].rstrip("0123456789")
@@ -184,8 +186,33 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
         return pairs
 
     env_module.user_lookalikes = labelled
-    rows: list[dict[str, Any]] = []
     try:
+        yield sub
+    finally:
+        env_module.user_lookalikes = made
+
+
+def kinds_present(photo: Path, category: str, task: str, seeds: Sequence[int]) -> dict[int, list[str]]:
+    """The look-alike kinds in each seed's scene of a user object (the env reset alone: no policy runs)."""
+    out = {}
+    with labelled_lookalikes() as sub:
+        env = registry.suites()[SUITE].make_env(task, {"personal_texture": str(photo), "personal_category": category})
+        try:
+            for seed in seeds:
+                _, info = env.reset(seed=int(seed))
+                out[int(seed)] = sorted(sub.get(d, d) for d in info["distractors"])
+        finally:
+            env.close()
+    return out
+
+
+def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequence[str], episodes: int, seed: int,
+                   variants: Sequence[str], references: str, out: Path) -> list[dict[str, Any]]:
+    """One row per scene and variant: correct, the kind chosen, kinds present, cue shares of a miss."""
+    from policies.vap import _majority_id
+
+    rows: list[dict[str, Any]] = []
+    with labelled_lookalikes() as sub:
         for photo in photos:
             for cat in categories:
                 base = {"privileged": True, "personal_texture": str(photo), "personal_category": cat}
@@ -233,8 +260,6 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
                     finally:
                         env.close()
                 print(f"  {photo.name} {cat}: {len(rows)} rows", file=sys.stderr, flush=True)
-    finally:
-        env_module.user_lookalikes = made
     return rows
 
 
@@ -300,7 +325,21 @@ def episodes_part(photos: list[Path], categories: Sequence[str], episodes: int, 
                 r = json.loads(line)
                 records[r["policy"]].append({**r, "photo": photo.stem, "category": cat})
             print(f"  {photo.name} {cat}: done", file=sys.stderr, flush=True)
+    add_kinds(records)
     return summarise_episodes(records, categories)
+
+
+def add_kinds(records: dict[str, list[dict[str, Any]]]) -> None:
+    """Each episode record gets ``kinds``: the look-alike kinds in its scene (rebuilt from its env seed)."""
+    paths = {p.stem: p for name in ("dev", "heldout") for p in photo_set(name)}
+    groups: dict[tuple[str, str, str], set[int]] = {}
+    for rs in records.values():
+        for r in rs:
+            groups.setdefault((r["photo"], r["category"], r["task"]), set()).add(int(r["seed"]))
+    kinds = {key: kinds_present(paths[key[0]], key[1], key[2], sorted(seeds)) for key, seeds in groups.items()}
+    for rs in records.values():
+        for r in rs:
+            r["kinds"] = kinds[(r["photo"], r["category"], r["task"])][int(r["seed"])]
 
 
 def merge_episodes(folders: list[Path]) -> dict[str, Any]:
@@ -316,6 +355,7 @@ def merge_episodes(folders: list[Path]) -> dict[str, Any]:
                 except json.JSONDecodeError:  # a torn last line of a stopped run
                     continue
                 records[r["policy"]].append({**r, "photo": photo, "category": cat})
+    add_kinds(records)
     return summarise_episodes(records, sorted({r["category"] for rs in records.values() for r in rs}))
 
 
@@ -327,6 +367,12 @@ def summarise_episodes(records: dict[str, list[dict[str, Any]]], categories: Seq
                     for m in ("success", "correct_object", "grounding_correct")}
         res[pol]["per_category"] = {c: _rate(sum(bool(r["correct_object"]) for r in rs if r["category"] == c),
                                              sum(r["category"] == c for r in rs)) for c in categories}
+        res[pol]["per_task"] = {t: _rate(sum(bool(r["correct_object"]) for r in rs if r["task"] == t),
+                                         sum(r["task"] == t for r in rs)) for t in sorted({r["task"] for r in rs})}
+        if all("kinds" in r for r in rs):  # correct object in the scenes where each look-alike kind stood
+            res[pol]["per_kind_present"] = {
+                k: _rate(sum(bool(r["correct_object"]) for r in rs if k in r["kinds"]),
+                         sum(k in r["kinds"] for r in rs)) for k in KINDS}
     key = {p: {(r["photo"], r["category"], r["task"], r["seed"], r["episode"]): r for r in rs}
            for p, rs in records.items()}
     common = sorted(set(key["vap"]) & set(key["oracle_mask"]))
@@ -359,9 +405,9 @@ def builtin_part(episodes: int, seed: int, tasks: Sequence[str]) -> dict[str, An
 
 def speed_part(photo: Path, episodes: int, seed: int, task: str = "fractal_pick_my") -> dict[str, Any]:
     """Median CPU and wall milliseconds of VAP's first ``act`` per variant, user object and built-in designs."""
-    import torch
-
-    torch.set_num_threads(1)
+    # One core really: torch's pool and numpy's BLAS pool (which otherwise spins a second thread whose CPU time
+    # the process clock counts) both capped at one thread, and read back into the result.
+    limit_threads(1)
     out: dict[str, Any] = {"task": task, "photo": photo.name, "episodes": episodes, "load_before": os.getloadavg()}
     for where, extra in (("user object", {"personal_texture": str(photo), "personal_category": "mug"}),
                          ("built-in", {})):
@@ -386,6 +432,7 @@ def speed_part(photo: Path, episodes: int, seed: int, task: str = "fractal_pick_
                                      "references": len(info["reference_images"])}
             print(f"  {where} / {v}: {out[f'{where} / {v}']}", file=sys.stderr, flush=True)
     out["load_after"] = os.getloadavg()
+    out["thread_pools"] = check_thread_pools(1)
     return out
 
 
@@ -459,6 +506,11 @@ def markdown(r: dict[str, Any]) -> str:
         for pol in ("vap", "oracle_mask"):
             lines.append(f"| {pol} | {pct(e[pol]['success'])} | {pct(e[pol]['correct_object'])} | "
                          f"{pct(e[pol]['grounding_correct'])} |")
+        if "per_kind_present" in e["vap"]:
+            lines += ["", "| correct object, scenes with … | " + " | ".join(KINDS) + " |",
+                      "| --- " * (len(KINDS) + 1) + "|"]
+            for pol in ("vap", "oracle_mask"):
+                lines.append(f"| {pol} | " + " | ".join(pct(e[pol]["per_kind_present"][k]) for k in KINDS) + " |")
         for m in ("success", "correct_object"):
             d = e[f"vap - oracle_mask {m}"]
             lines.append(f"\nvap − oracle_mask {m}: {100 * d['diff']:+.1f} points [{100 * d['ci95'][0]:+.1f}, "
