@@ -128,12 +128,28 @@ class PersonalizedPickExpert(ManiSkillExpert):
     :func:`grasp_height` → close → lift 10 cm and hold.
     """
 
+    def target(self, obs: Any) -> dict[str, Any]:
+        """My object: ``position`` (xy on the table), ``height``, ``yaw`` and ``category`` (here: the simulator's)."""
+        return self.env.privileged_state()["target"]
+
+    def tcp(self, obs: Any) -> tuple[np.ndarray, float]:
+        """The hand's position and yaw (here: the simulator's)."""
+        return self.env.tcp_pose()
+
+    def _near(self, target: np.ndarray, tol: float) -> bool:
+        return bool(np.linalg.norm(self._hand[0] - np.asarray(target)) < tol)
+
+    def _move(self, target: np.ndarray, grip: float, yaw_target: float | None = None) -> np.ndarray:
+        d = np.clip(self.gain * (np.asarray(target) - self._hand[0]), -MAX_POS, MAX_POS)
+        return np.array([*d, 0.0, 0.0, 0.0, grip], np.float32)
+
     def act(self, obs: Any) -> np.ndarray:
         """The next action."""
-        target = self.env.privileged_state()["target"]
+        self._hand = self.tcp(obs)
+        target = self.target(obs)
         p = np.array([*target["position"][:2], grasp_height(target["height"])])
-        pos, yaw = self.env.tcp_pose()
-        if target["category"] == "box":  # fingers close along the hand's y axis: onto the box's y faces
+        pos, yaw = self._hand
+        if target["category"] == "box" and target.get("yaw") is not None:  # fingers close along the hand's y
             yaw_goal = yaw + (target["yaw"] - yaw + math.pi / 2) % math.pi - math.pi / 2
         else:
             yaw_goal = None
@@ -157,5 +173,5 @@ class PersonalizedPickExpert(ManiSkillExpert):
     def _move_yaw(self, target: np.ndarray, grip: float, yaw_goal: float | None) -> np.ndarray:
         action = self._move(target, grip)
         if yaw_goal is not None:
-            action[5] = float(np.clip(yaw_goal - self.env.tcp_pose()[1], -MAX_ROT, MAX_ROT))
+            action[5] = float(np.clip(yaw_goal - self._hand[1], -MAX_ROT, MAX_ROT))
         return action

@@ -21,9 +21,9 @@ from envs.manipulation.maniskill.personalized import PersonalizedManiSkillOption
 from sim_benchmarks import registry
 from sim_benchmarks.registry import PolicyContext, SuiteSpec, register_suite
 
-# The SIMPLER policy modules register first, so their names can be extended below (suite modules otherwise load in
-# alphabetical order).
-from sim_benchmarks.suites import personalized_simpler, vap_policies, vla_policies  # noqa: F401  isort: skip
+# The SIMPLER policy modules and the VLABench suite (which registers ``modular``) register first, so their names can
+# be extended below (suite modules otherwise load in alphabetical order).
+from sim_benchmarks.suites import personalized_simpler, personalized_vlabench, vap_policies, vla_policies  # noqa: F401  isort: skip
 
 SUITE = "personalized_maniskill"
 DESCRIPTIONS = {"pick_my": "ManiSkill3 Panda: pick up my <object> among same-category look-alikes (lift 5 cm)"}
@@ -66,3 +66,15 @@ registry.extend_policy("hard_prompt", SUITE, vla_policies._hard_prompt)
 registry.extend_policy("soft_prompt", SUITE, vla_policies._soft_prompt)
 registry.extend_policy("vap", SUITE, lambda ctx: _vap(ctx, oracle=False))
 registry.extend_policy("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True))
+
+
+def _modular(ctx: PolicyContext) -> Any:
+    """The modular base (RGB-D perception of the instruction's object + the expert's pick phases), "my" dropped."""
+    from perception.detectors import ProposalDetector
+    from policies.maniskill_modular import ModularPickBase
+
+    env = ctx.env.unwrapped
+    return ModularPickBase(lambda: env.sensors()["depth"], env.camera_pose(), detector_fn=ProposalDetector)
+
+
+registry.extend_policy("modular", SUITE, _modular)

@@ -226,6 +226,16 @@ class PersonalizedManiSkillEnv(ManiSkillEnv):
         """Segmentation ids of every object but mine (the oracle prompt's colour choice)."""
         return [int(_numpy(a.per_scene_id)) for a in self.unwrapped_ms.objects[1:]]
 
+    def camera_pose(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """The camera's calibration: position, camera→world rotation (looking along −z, y up) and fovy (degrees)."""
+        t = self._task_module
+        eye, target = np.array(t.CAMERA_EYE, float), np.array(t.CAMERA_TARGET, float)
+        forward = (target - eye) / np.linalg.norm(target - eye)
+        right = np.cross(forward, [0.0, 0.0, 1.0])
+        right /= np.linalg.norm(right)
+        up = np.cross(right, forward)
+        return eye, np.stack([right, up, -forward], axis=1), self.camera_fovy_deg()
+
     def camera_fovy_deg(self) -> float:
         """Vertical field of view of the camera (degrees)."""
         return math.degrees(self._task_module.CAMERA_FOVY)
