@@ -106,3 +106,16 @@ def test_bad_options_are_one_config_error_before_sapien_loads():
         PersonalizedManiSkillEnv("pick_my", {"num_distractors": 9})
     with pytest.raises(ConfigError, match="pick_my"):
         PersonalizedManiSkillEnv("stack_my", {})
+
+
+def test_modular_base_reads_the_colour_vap_names_and_the_hand_from_ee_state():
+    from policies.maniskill_modular import ModularPickBase
+
+    base = ModularPickBase(lambda: np.ones((8, 8)), (np.zeros(3), np.eye(3), 50.0))
+    base.reset("pick up the blue mug", {})
+    assert (base.category, base.colour) == ("mug", "blue")
+    base.reset("pick up my mug", {})  # the generic instruction: no colour, so the detector will choose
+    assert (base.instruction, base.colour) == ("pick up the mug", None)
+    pos, yaw = base.tcp({"ee_state": np.array([0.1, -0.2, 0.3, 0.4, 0.05, 0.0], np.float32)})
+    np.testing.assert_allclose(pos, [0.1, -0.2, 0.3], atol=1e-6)
+    assert abs(yaw - 0.4) < 1e-6
