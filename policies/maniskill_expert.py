@@ -113,3 +113,65 @@ class ManiSkillExpert:
         # slide: keep the fingers just behind the cube's centre line and drive it along x to the target
         target = np.array([goal[0] - direction * (half + 0.02), p[1], p[2]])
         return self._move(target, 1.0, 0.0)
+
+
+def grasp_height(height: float) -> float:
+    """Where the fingers close on an upright object of ``height``: 3.5 cm below its top (so the hand stays clear of
+    a tall one), never below its middle."""
+    return max(height - 0.035, height / 2)
+
+
+class PersonalizedPickExpert(ManiSkillExpert):
+    """Picks *my* object of ``personalized_maniskill`` (privileged: it reads which object is mine).
+
+    Hover above it → turn the fingers across a box's narrow side (round bodies: keep the yaw) → descend to
+    :func:`grasp_height` → close → lift 10 cm and hold.
+    """
+
+    def target(self, obs: Any) -> dict[str, Any]:
+        """My object: ``position`` (xy on the table), ``height``, ``yaw`` and ``category`` (here: the simulator's)."""
+        return self.env.privileged_state()["target"]
+
+    def tcp(self, obs: Any) -> tuple[np.ndarray, float]:
+        """The hand's position and yaw (here: the simulator's)."""
+        return self.env.tcp_pose()
+
+    def _near(self, target: np.ndarray, tol: float) -> bool:
+        return bool(np.linalg.norm(self._hand[0] - np.asarray(target)) < tol)
+
+    def _move(self, target: np.ndarray, grip: float, yaw_target: float | None = None) -> np.ndarray:
+        d = np.clip(self.gain * (np.asarray(target) - self._hand[0]), -MAX_POS, MAX_POS)
+        return np.array([*d, 0.0, 0.0, 0.0, grip], np.float32)
+
+    def act(self, obs: Any) -> np.ndarray:
+        """The next action."""
+        self._hand = self.tcp(obs)
+        target = self.target(obs)
+        p = np.array([*target["position"][:2], grasp_height(target["height"])])
+        pos, yaw = self._hand
+        if target["category"] == "box" and target.get("yaw") is not None:  # fingers close along the hand's y
+            yaw_goal = yaw + (target["yaw"] - yaw + math.pi / 2) % math.pi - math.pi / 2
+        else:
+            yaw_goal = None
+        if self.phase == "approach":
+            above = p + np.array([0, 0, HOVER + 0.02])
+            turned = yaw_goal is None or abs(yaw_goal - yaw) < 0.05
+            if self._near(above, 0.01) and turned:
+                self.phase = "descend"
+            return self._move_yaw(above, -1.0, yaw_goal)
+        if self.phase == "descend":
+            if self._near(p, 0.006):
+                self.phase, self.timer = "close", 0
+            return self._move_yaw(p, -1.0, yaw_goal)
+        if self.phase == "close":
+            self.timer += 1
+            if self.timer >= CLOSE_STEPS:
+                self.phase, self.lift_to = "lift", p + np.array([0.0, 0.0, 0.10])
+            return self._move(p, 1.0)
+        return self._move(self.lift_to, 1.0)
+
+    def _move_yaw(self, target: np.ndarray, grip: float, yaw_goal: float | None) -> np.ndarray:
+        action = self._move(target, grip)
+        if yaw_goal is not None:
+            action[5] = float(np.clip(yaw_goal - self._hand[1], -MAX_ROT, MAX_ROT))
+        return action

@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from envs.config import Options, option
 from envs.errors import ConfigError, choice_error
-from envs.manipulation.lookalikes import user_lookalikes
+from envs.manipulation.lookalikes import library_lookalikes, user_lookalikes
 from envs.manipulation.objects import (
     CATEGORIES,
     COLOURS,
@@ -209,14 +209,7 @@ class PersonalizedSimplerEnv(gym.Env):
             made = {inst.instance_id: tex for inst, tex in pairs}
             distractors = [inst for inst, _ in pairs]
         else:
-            k = min(k, len(others))
-            # At least one hard negative: same colour (different pattern) or same pattern (different colour).
-            hard = [i for i in others if i.colour == target.colour or i.pattern == target.pattern]
-            if k > 0 and hard:
-                distractors.append(hard[int(rng.integers(len(hard)))])
-            rest = [i for i in others if i not in distractors]
-            order = rng.permutation(len(rest))
-            distractors += [rest[j] for j in order[: k - len(distractors)]]
+            distractors = library_lookalikes(target, others, k, rng)
         other_cats = [c for c in CATEGORIES if c != category]
         clutter = []
         for _ in range(int(cfg.num_clutter)):

@@ -1,7 +1,8 @@
-"""Hard look-alikes for a user's own object (``personal_texture``): the same print changed in one way, or another
-photograph on the same body.
+"""Hard look-alikes of a personal object: library distractors for a library object, and for a user's own object
+(``personal_texture``) the same print changed in one way, or another photograph on the same body.
 
-A library object gets its hard negatives from the design table (same colour with another pattern, or the reverse).
+A library object gets its hard negatives from the design table (same colour with another pattern, or the reverse:
+:func:`library_lookalikes`).
 A user's photo has neither a colour name nor a pattern name, so its look-alikes are made from the photo itself, each
 on the very same mesh (radius, height, shape) as the user's object:
 
@@ -95,6 +96,21 @@ def other_photo(texture: np.ndarray, rng: np.random.Generator) -> np.ndarray | N
     photos = [_stock_texture(str(p)) for p in stock_photo_paths()]
     photos = [t for t in photos if texture_distance(texture, t) >= MIN_DISTANCE]
     return None if not photos else photos[int(rng.integers(len(photos)))].copy()
+
+
+def library_lookalikes(target: ObjectInstance, others: list[ObjectInstance], count: int, rng: np.random.Generator,
+                       ) -> list[ObjectInstance]:
+    """Up to ``count`` same-category distractors for a library ``target``, drawn from ``others`` (its category's other
+    instances): at least one hard negative (same colour with another pattern, or the same pattern in another colour)
+    when ``others`` holds one, the rest a seeded sample of the remaining instances."""
+    count = min(count, len(others))
+    chosen: list[ObjectInstance] = []
+    hard = [i for i in others if i.colour == target.colour or i.pattern == target.pattern]
+    if count > 0 and hard:
+        chosen.append(hard[int(rng.integers(len(hard)))])
+    rest = [i for i in others if i not in chosen]
+    order = rng.permutation(len(rest))
+    return chosen + [rest[j] for j in order[: count - len(chosen)]]
 
 
 _MAKERS = {"recoloured": recolour, "recropped": recrop, "mirrored": mirror, "other_photo": other_photo}

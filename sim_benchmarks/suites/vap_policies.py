@@ -135,8 +135,12 @@ def height_check(ctx: PolicyContext, fovy_deg: float | None) -> Any:
     return HeightCheck(fovy_deg, HeightCheckConfig(margin_above=margin, margin_below=margin))
 
 
-def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
-    """A VisualAttentivePrompting policy configured from ``ctx.options`` (see the module docstring)."""
+def build_vap(ctx: PolicyContext, oracle: bool, privileged: tuple[Any, Any, Any] | None = None,
+              fovy_deg: float | None = None) -> Any:
+    """A VisualAttentivePrompting policy configured from ``ctx.options`` (see the module docstring).
+
+    ``privileged``: the env's ``(sensors_fn, target_id_fn, scene_ids_fn)`` and ``fovy_deg`` its camera's field of
+    view, for envs that are not SIMPLER-style (default: read from a ``PersonalizedSimplerEnv``'s scene)."""
     from perception.detectors import OracleDetector, make_detector
     from perception.embedders import make_embedder
     from perception.matching import LimitedMatcher, MatcherConfig
@@ -147,7 +151,7 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
     opts = VAPOptions.from_options(ctx.options, strict=False)
     matcher = LimitedMatcher(opts.vap_refs, config=MatcherConfig(components=opts.vap_components),
                              embedder=make_embedder(opts.embedder(), opts.vap_embed_size))
-    sensors, target_id, scene_ids = _privileged(ctx)
+    sensors, target_id, scene_ids = privileged if privileged is not None else _privileged(ctx)
     min_score = VAPConfig.min_score if opts.vap_min_score is None else opts.vap_min_score
     category_weight = VAPConfig.category_weight if opts.vap_category_weight is None else opts.vap_category_weight
     vap_cfg = VAPConfig(min_score=min_score, max_candidates=max(VAPConfig.max_candidates, opts.vap_candidates),
@@ -165,7 +169,8 @@ def build_vap(ctx: PolicyContext, oracle: bool) -> Any:
         prompter=VisualPrompter(style=opts.vap_style, hue_margin=opts.vap_hue_margin),
         config=vap_cfg, target_id_fn=target_id, sensors_fn=sensors,
         # The simulator's own mask needs no check; a multi-view suite passes each view's field of view per call.
-        height_check=None if oracle else height_check(ctx, _main_camera_fovy(ctx.env.unwrapped)))
+        height_check=None if oracle else height_check(ctx, fovy_deg if fovy_deg is not None
+                                                      else _main_camera_fovy(ctx.env.unwrapped)))
 
 
 register_policy(PolicySpec("vap", "VAP: detect + match references + track + recolour prompt around a frozen base",

@@ -28,7 +28,8 @@ from envs.registration import FAMILIES
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"PersonalizedSimpler": "envs.manipulation", "GenericSimpler": "envs.manipulation",
             "PersonalizedVLABench": "envs.manipulation.vlabench", "Games": "envs.games", "VimRAG": "envs.rag",
-            "ToolPro": "envs.services", "ManiSkill": "envs.manipulation.maniskill"}
+            "ToolPro": "envs.services", "ManiSkill": "envs.manipulation.maniskill",
+            "PersonalizedManiSkill": "envs.manipulation.maniskill"}
 
 
 def checked(env: gym.Env) -> None:

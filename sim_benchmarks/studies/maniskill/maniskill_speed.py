@@ -1,9 +1,11 @@
 """Control steps per second of the ManiSkill3 backend on one core, per camera size (random actions).
 
     python -m launch.study maniskill.maniskill_speed --task PickCube-v1 --image-sizes 128,224 --steps 100
+    python -m launch.study maniskill.maniskill_speed --task pick_my --image-sizes 224   # personalized_maniskill
 
 One process, every thread pool capped at one thread before SAPIEN loads (recorded with the figures). A step is
-one 20 Hz control step of CPU PhysX plus one lavapipe render of the base camera and Embodia's adapter. Writes
+one 20 Hz control step of CPU PhysX plus one lavapipe render of the base camera and Embodia's adapter (for the
+personalized task the render also reads back depth and segmentation, as that env always does). Writes
 ``speed.json`` to ``--out`` and prints a markdown table.
 """
 
@@ -25,9 +27,14 @@ def time_steps(task: str, image_size: int, steps: int, warmup: int, repeats: int
     """Median steps/s (and cores busy) over ``repeats`` blocks of ``steps`` random-action steps after a warm-up."""
     import numpy as np
 
+    from envs.manipulation.maniskill import PERSONAL_TASKS
     from envs.manipulation.maniskill.env import ManiSkillEnv
+    from envs.manipulation.maniskill.personalized import PersonalizedManiSkillEnv
 
-    env = ManiSkillEnv(task, {"image_size": image_size, "max_steps": 10_000})
+    if task in PERSONAL_TASKS:
+        env: ManiSkillEnv = PersonalizedManiSkillEnv(task, {"image_size": image_size, "max_steps": 1000})
+    else:
+        env = ManiSkillEnv(task, {"image_size": image_size, "max_steps": 10_000})
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     low, high = env.action_space.low, env.action_space.high
@@ -49,10 +56,10 @@ def time_steps(task: str, image_size: int, steps: int, warmup: int, repeats: int
 
 @main_guard
 def main(argv: list[str] | None = None) -> int:
-    from envs.manipulation.maniskill import TASK_IDS
+    from envs.manipulation.maniskill import PERSONAL_TASKS, TASK_IDS
 
     p = ArgumentParser(prog="launch.study maniskill.maniskill_speed", description=__doc__.splitlines()[0])
-    p.add_argument("--task", default="PickCube-v1")
+    p.add_argument("--task", default="PickCube-v1", help="a maniskill task, or pick_my (personalized_maniskill)")
     p.add_argument("--image-sizes", default="128,224", help="comma-separated camera sizes (pixels)")
     p.add_argument("--steps", type=int, default=100, min=1, max=1_000_000, help="timed steps per repeat")
     p.add_argument("--warmup", type=int, default=10, min=0, max=1_000_000)
@@ -60,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", writes="folder", type=Path, default=Path("runs/maniskill_speed"))
     args = p.parse_args(argv)
-    if args.task not in TASK_IDS:
-        raise choice_error("task", args.task, list(TASK_IDS))
+    if args.task not in TASK_IDS + PERSONAL_TASKS:
+        raise choice_error("task", args.task, list(TASK_IDS + PERSONAL_TASKS))
     try:
         sizes = [int(s) for s in args.image_sizes.split(",") if s]
     except ValueError as exc:

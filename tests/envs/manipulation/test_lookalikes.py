@@ -117,3 +117,17 @@ def test_env_places_user_lookalikes_beside_a_user_object(tmp_path):
 def test_bad_user_distractors_names_the_valid_ones():
     with pytest.raises(ConfigError, match="user_distractors.*lookalikes.*library"):
         make_env("fractal_pick_my", {"user_distractors": "photos"})
+
+
+def test_library_lookalikes_hold_a_hard_negative_and_follow_the_seed():
+    from envs.manipulation.lookalikes import library_lookalikes
+    from envs.manipulation.objects import instances
+
+    pool = instances("mug", "test")
+    target, others = pool[0], pool[1:]
+    for seed in range(5):
+        got = library_lookalikes(target, others, 3, np.random.default_rng(seed))
+        assert len(got) == 3 and len(set(got)) == 3 and target not in got
+        assert any(i.colour == target.colour or i.pattern == target.pattern for i in got)
+        assert got == library_lookalikes(target, others, 3, np.random.default_rng(seed))
+    assert library_lookalikes(target, others[:1], 4, np.random.default_rng(0)) == others[:1]
