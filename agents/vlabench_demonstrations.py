@@ -7,7 +7,8 @@ SIMPLER's base-frame deltas. ``label_frame`` says what a delta is added to:
   delta that moves the env's *commanded* pose to it (:func:`absolute_to_delta`). The joint-rate-limited arm trails
   its command by centimetres, so these labels carry the lag, a term no policy input shows.
 - ``"hand"``: the delta from the *measured* hand pose (TCP, ``obs["ee_pose"]``) to the expert target, which is what
-  the expert itself steps from; the env runs with absolute targets and each executed delta is added to the hand
+  the expert itself steps from, clipped per axis to the expert's own 5 cm step; the env runs with absolute targets
+  and each executed delta is added to the hand
   (:func:`hand_delta_to_target`, the conversion ``policies.delta_adapter.DeltaToAbsolute`` makes for such heads).
 
 With noise (DART) the executed delta's xyz is perturbed while the recorded label stays the expert's clean delta at
@@ -73,7 +74,7 @@ class VLABenchDemoConfig:
     tasks: tuple[str, ...] = BASE_TASKS
     episodes: int = 60
     seed: int = 0
-    noise_std: float = 0.008  # metres, added to the executed xyz delta (the per-step clip is MAX_DELTA_POS)
+    noise_std: float = 0.008  # metres, added to the executed xyz delta (then clipped to the frame's step)
     noise_fraction: float = 0.8  # share of episodes collected with noise (the rest clean)
     image_size: int = 224  # rendered size: the eval size, so the head's resized input matches evaluation
     cameras: tuple[str, ...] = ("front",)
@@ -116,27 +117,30 @@ def to_base_frame(world: np.ndarray) -> np.ndarray:
     return np.array([c * rel[0] - s * rel[1], s * rel[0] + c * rel[1], rel[2]], np.float32)
 
 
-def absolute_to_delta(target: np.ndarray, command_pos: np.ndarray, command_rpy: np.ndarray) -> np.ndarray:
+def absolute_to_delta(target: np.ndarray, command_pos: np.ndarray, command_rpy: np.ndarray,
+                      max_pos: float = MAX_DELTA_POS) -> np.ndarray:
     """The SIMPLER delta that moves the commanded pose toward an absolute target [x, y, z, r, p, yaw, gripper].
 
     Inverse of ``envs.manipulation.vlabench.scene.apply_delta``: the world translation is rotated into the base
-    frame and clipped per axis; the yaw change is taken modulo a half turn (the gripper is symmetric) and clipped.
+    frame and clipped per axis to ``max_pos`` (hand-frame labels use the expert's larger step); the yaw change is
+    taken modulo a half turn (the gripper is symmetric) and clipped.
     """
     a = np.asarray(target, float)
     d = a[:3] - np.asarray(command_pos, float)
     c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
-    base = np.clip([c * d[0] - s * d[1], s * d[0] + c * d[1], d[2]], -MAX_DELTA_POS, MAX_DELTA_POS)
+    base = np.clip([c * d[0] - s * d[1], s * d[0] + c * d[1], d[2]], -max_pos, max_pos)
     dyaw = (a[5] - float(command_rpy[2]) + math.pi / 2) % math.pi - math.pi / 2
     return np.array([*base, 0.0, 0.0, np.clip(dyaw, -MAX_DELTA_ROT, MAX_DELTA_ROT), a[6]], np.float32)
 
 
 def hand_delta_to_target(delta: np.ndarray, hand_pos: np.ndarray, command_rpy: np.ndarray) -> np.ndarray:
-    """The absolute target [x, y, z, r, p, yaw, gripper] a hand-frame delta asks for: its translation added to the
-    measured hand position, its yaw change to the commanded orientation (roll and pitch stay top-down)."""
-    from envs.manipulation.vlabench.scene import WORKSPACE_HIGH, WORKSPACE_LOW, apply_delta
+    """The absolute target [x, y, z, r, p, yaw, gripper] a hand-frame delta asks for: its translation (at most
+    ``HAND_MAX_DELTA_POS`` per axis) added to the measured hand position, its yaw change to the commanded
+    orientation (roll and pitch stay top-down)."""
+    from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS, WORKSPACE_HIGH, WORKSPACE_LOW, apply_delta
 
     d = np.asarray(delta, float).reshape(-1)
-    pos, rpy = apply_delta(np.asarray(hand_pos, float), np.asarray(command_rpy, float), d, MAX_DELTA_POS,
+    pos, rpy = apply_delta(np.asarray(hand_pos, float), np.asarray(command_rpy, float), d, HAND_MAX_DELTA_POS,
                            MAX_DELTA_ROT)
     return np.array([*np.clip(pos, WORKSPACE_LOW, WORKSPACE_HIGH), *rpy, d[6]], np.float32)
 
@@ -162,12 +166,14 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
     """
     from envs.manipulation.vlabench import scene
     from envs.manipulation.vlabench.env import make_env
+    from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
     from policies.vlabench_expert import VLABenchExpert
 
     if not (np.allclose(scene.BASE_POS, BASE_POS) and math.isclose(scene.BASE_YAW, BASE_YAW)):
         raise RuntimeError("the robot base pose here no longer matches envs.manipulation.vlabench.scene")
     indices = range(cfg.episodes) if indices is None else indices
     hand = cfg.label_frame == "hand"
+    max_pos = HAND_MAX_DELTA_POS if hand else MAX_DELTA_POS  # per-axis step a label may ask for
     opts = {"track": GENERIC_TRACK, "action_mode": "absolute" if hand else "delta", "cameras": cfg.cameras,
             "image_size": cfg.image_size,
             "max_steps": cfg.max_steps, "references": False}
@@ -218,12 +224,11 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
                 states.append(np.asarray(obs["ee_state"], np.float32))
                 scene = env.unwrapped.scene  # the commanded pose the env's delta mode adds to
                 origin = np.asarray(obs["ee_pose"][:3], float) if hand else scene.target_pos
-                label = absolute_to_delta(expert.act(obs), origin, scene.target_rpy)
+                label = absolute_to_delta(expert.act(obs), origin, scene.target_rpy, max_pos)
                 actions.append(label)
                 executed = label.copy()
                 if noisy and cfg.noise_std > 0:
-                    executed[:3] = np.clip(executed[:3] + rng.normal(0.0, cfg.noise_std, 3),
-                                           -MAX_DELTA_POS, MAX_DELTA_POS)
+                    executed[:3] = np.clip(executed[:3] + rng.normal(0.0, cfg.noise_std, 3), -max_pos, max_pos)
                 if driver is not None:
                     # The driver sees every frame (its object memory comes from the first) and acts in its part;
                     # a gripper command against the expert's executes the expert's action for that step instead.

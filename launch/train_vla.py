@@ -314,6 +314,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--switch-weight", type=float, default=TrainConfig.switch_weight, min=0, max=1e6,
                    help="multiplies the gripper loss on frames whose chunk holds a gripper switch (rare frames "
                         "that decide grasp and release; 1 = no extra weight)")
+    p.add_argument("--gripper-classifier", action="store_true",
+                   help="a separate gripper classifier beside the action MLP (the logit of closed per chunk step, "
+                        "class-balanced cross-entropy) instead of regressing the gripper with the other dimensions")
     p.add_argument("--label-frame", default="command", choices=LABEL_FRAMES,
                    help="personalized_vlabench: deltas from the commanded pose (command) or from the measured hand "
                         "pose (hand; recorded in the checkpoint so the adapter adds them to the hand)")
@@ -446,6 +449,9 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             driven_cfgs.append(replace(demo_cfg, tasks=driven_tasks, episodes=count, driver=str(args.dagger),
                                        driver_sha256=driver_sha, driven_part=part))
     init = load_checkpoint(args.init) if args.init is not None else None
+    if init is not None and args.gripper_classifier and not init.config.gripper_classifier:
+        raise ConfigError(f"--gripper-classifier changes the head's shape; --init {str(args.init)!r} has none "
+                          "(train from scratch instead)")
     if init is not None and init.config.vision != vision:
         raise ConfigError(f"--init {str(args.init)!r} was trained on {init.config.vision.backbone} at "
                           f"{init.config.vision.input_size}px, not {vision.backbone} at {vision.input_size}px")
@@ -480,7 +486,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         head_cfg = init.config if init is not None else HeadConfig(
             vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
             dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0, memory=args.memory,
-            words=args.words)
+            words=args.words, gripper_classifier=args.gripper_classifier)
         train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                                 patience=args.patience, max_minutes=args.minutes, seed=args.seed,
                                 shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,

@@ -4,8 +4,9 @@ What a delta is added to depends on what the policy was trained on (its ``action
 wrappers' ``base``): ``"command"`` (the default, SIMPLER-trained and the first VLABench heads) keeps the adapter's own
 commanded pose, started from ``obs["ee_pose"]`` at an episode's first step, and adds each delta with the conversion
 the env's ``action_mode=delta`` uses, so both routes move the arm alike. ``"hand"`` (heads trained on deltas from the
-measured hand pose) re-reads the hand position from ``obs["ee_pose"]`` every step and adds the delta to it; the yaw
-still integrates on the commanded orientation.
+measured hand pose) re-reads the hand position from ``obs["ee_pose"]`` every step and adds the delta to it, clipped
+per axis to ``HAND_MAX_DELTA_POS`` (the scripted expert's step) instead of the SIMPLER 3 cm; the yaw still integrates on
+the commanded orientation.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT
-from envs.manipulation.vlabench.scene import WORKSPACE_HIGH, WORKSPACE_LOW, apply_delta
+from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS, WORKSPACE_HIGH, WORKSPACE_LOW, apply_delta
 
 
 def action_frame(policy: Any) -> str:
@@ -51,7 +52,8 @@ class DeltaToAbsolute:
         if self.frame == "hand":  # the delta starts from where the hand is, not from where it was sent
             self.pos = pose[:3].copy()
         delta = np.asarray(self.base.act(obs), float).reshape(-1)
-        self.pos, self.rpy = apply_delta(self.pos, self.rpy, delta, MAX_DELTA_POS, MAX_DELTA_ROT)
+        max_pos = HAND_MAX_DELTA_POS if self.frame == "hand" else MAX_DELTA_POS
+        self.pos, self.rpy = apply_delta(self.pos, self.rpy, delta, max_pos, MAX_DELTA_ROT)
         self.pos = np.clip(self.pos, WORKSPACE_LOW, WORKSPACE_HIGH)
         return np.array([*self.pos, *self.rpy, delta[6]], np.float32)
 

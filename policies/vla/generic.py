@@ -167,7 +167,10 @@ class GenericVLA:
             memory = memory.clone()
             memory[0, :, :2] += torch.as_tensor(np.asarray(memory_offset, np.float32))
         out = self.bundle.head(feats, text, state, memory)[0]
-        return (out * self._std + self._mean).numpy()
+        actions = out * self._std + self._mean
+        if self.cfg.gripper_classifier:  # logits of "closed": their sign is the command (tanh keeps it in [-1, 1])
+            actions[:, -1] = torch.tanh(out[:, -1])
+        return actions.numpy()
 
     @torch.inference_mode()
     def predict_target_offset(self, obs: dict[str, Any]) -> np.ndarray | None:

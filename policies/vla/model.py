@@ -76,6 +76,12 @@ class HeadConfig:
     # words). A product of per-word experts ("blue" × "striped" × "mug") can find attribute combinations never seen
     # together in training; a FiLM on the whole sentence memorises the combinations it saw. 0 = sentence FiLM.
     words: int = 0
+    # A separate gripper classifier: a small MLP beside the action MLP, on the same inputs (image keypoints,
+    # instruction, state and, on memory heads, the remembered positions relative to the hand), whose output is the
+    # logit of "closed" for each chunk step, trained with a class-balanced cross-entropy. The action MLP's own
+    # gripper output is then unused. A regressed gripper is dominated by the many frames that keep the gripper as
+    # it is and learns to copy the last command from the state; the few switch frames decide grasp and release.
+    gripper_classifier: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (nested vision spec included)."""
@@ -195,6 +201,8 @@ class FiLMActionHead(nn.Module):
             nn.Linear(cfg.hidden, cfg.chunk * cfg.action_dim),
         )
         self.aux = nn.Linear(cfg.hidden, cfg.aux_dim) if cfg.aux_dim > 0 else None
+        self.gripper = nn.Sequential(nn.Linear(mlp_in, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                                     nn.Linear(128, cfg.chunk)) if cfg.gripper_classifier else None
 
     def forward(self, feats: torch.Tensor, text: torch.Tensor, state: torch.Tensor | None = None,
                 memory: torch.Tensor | None = None, words: torch.Tensor | None = None) -> torch.Tensor:
@@ -276,6 +284,7 @@ class FiLMActionHead(nn.Module):
 
         Object-memory heads take ``memory`` from :meth:`remember` on the episode's first frame (computed from
         ``feats`` when omitted, i.e. when this is the first frame); ``trunk`` reuses an already computed trunk.
+        With a gripper classifier the chunk's gripper channel holds its logits of "closed" (not normalised units).
         """
         x = (trunk if trunk is not None else self.trunk(feats, text))[-1]
         parts = [spatial_softmax(self.keypoint_conv(x)), F.relu(self.text_proj(text))]
@@ -291,6 +300,9 @@ class FiLMActionHead(nn.Module):
             centre = torch.tensor(TABLE_CENTRE)
             rel = (xy - ee_xy[:, None, :]) / AUX_SCALE
             parts += [rel.flatten(1), ((xy - centre) / AUX_SCALE).flatten(1), F.relu(self.descriptor(desc)).flatten(1)]
-        hidden = self.mlp[:-1](torch.cat(parts, dim=1))
+        inputs = torch.cat(parts, dim=1)
+        hidden = self.mlp[:-1](inputs)
         out = self.mlp[-1](hidden).view(-1, self.cfg.chunk, self.cfg.action_dim)
+        if self.gripper is not None:
+            out = torch.cat([out[..., :-1], self.gripper(inputs)[..., None]], dim=-1)
         return out, (self.aux(hidden) if self.aux is not None else None)

@@ -120,6 +120,17 @@ def switch_frames(actions: np.ndarray, episode: np.ndarray, chunk: int) -> np.nd
     return out
 
 
+def gripper_classes(targets: np.ndarray, mask: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(N×chunk 0/1 "closed" labels, N×chunk class-balancing weights) of the chunk targets: each class weighs
+    half of the training frames' (masked) chunk steps, so the rarer state of the gripper counts as much."""
+    closed = (targets[..., -1] > 0).astype(np.float32)
+    seen = mask[train] > 0
+    frac = float(closed[train][seen].mean()) if seen.any() else 0.5
+    frac = min(max(frac, 1e-3), 1 - 1e-3)
+    weights = np.where(closed > 0, 0.5 / frac, 0.5 / (1 - frac)).astype(np.float32)
+    return closed, weights
+
+
 def aux_targets(data: DemoArrays) -> tuple[np.ndarray, np.ndarray]:
     """(N×2 target-minus-gripper xy offset / AUX_SCALE, N mask): frames before the episode's first grasp only.
 
@@ -280,6 +291,9 @@ def train_head(
     grip_w = torch.ones(len(data))  # per-frame multiplier of the gripper error
     if cfg.switch_weight != 1.0:
         grip_w[torch.as_tensor(switch_frames(data.actions, data.episode, head_cfg.chunk))] = cfg.switch_weight
+    closed, class_w = None, None
+    if head_cfg.gripper_classifier:
+        closed, class_w = (torch.as_tensor(a) for a in gripper_classes(targets, mask, train_m))
 
     if head_cfg.aux_dim not in (0, 2):
         raise ConfigError(f"aux_dim must be 0 or 2 (target xy offset), got {head_cfg.aux_dim}")
@@ -347,6 +361,9 @@ def train_head(
             xy_err = ((first_loc["xy"] - mem["xy"][firsts]) / AUX_SCALE).pow(2).sum(-1) * mem["valid"][firsts]
             extra = extra + cfg.aux_weight * xy_err.sum() / mem["valid"][firsts].sum().clamp(min=1.0)
         err = (pred - y[idx]).pow(2) * dim_w
+        if closed is not None:  # the gripper channel holds logits: class-balanced cross-entropy instead
+            bce = F.binary_cross_entropy_with_logits(pred[..., -1], closed[idx], reduction="none")
+            err = torch.cat([err[..., :-1], (bce * class_w[idx] * dim_w[-1])[..., None]], dim=-1)
         if cfg.switch_weight != 1.0:
             err = torch.cat([err[..., :-1], err[..., -1:] * grip_w[idx][:, None, None]], dim=-1)
         loss = (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim) + extra

@@ -85,6 +85,12 @@ def test_hand_frame_labels_start_from_the_hand_and_replay_through_the_adapter():
     assert hand.episodes[0]["seed"] == command.episodes[0]["seed"]
     # the arm trails its command: from the second step on, deltas from the hand differ from deltas from the command
     assert not np.allclose(np.stack(hand.actions)[1:, :3], np.stack(command.actions)[1:, :3], atol=2e-3)
+    # hand-frame labels take the expert's own step (up to 5 cm per axis), not the command frame's 3 cm
+    from envs.manipulation.scene import MAX_DELTA_POS
+    from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
+
+    assert np.abs(np.stack(command.actions)[:, :3]).max() <= MAX_DELTA_POS + 1e-6
+    assert MAX_DELTA_POS + 0.005 < np.abs(np.stack(hand.actions)[:, :3]).max() <= HAND_MAX_DELTA_POS + 1e-6
 
     class Replay:  # a hand-frame policy that emits the recorded labels
         def __init__(self):

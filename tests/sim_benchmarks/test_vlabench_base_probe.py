@@ -18,6 +18,7 @@ def test_switch_agreement_counts_exact_and_one_frame_late_decisions():
     assert out["grasp"]["frames"] == 2 and out["grasp"]["agree"] == 1 and out["grasp"]["agree_within_1"] == 2
     assert out["release"]["agree"] == 0 and out["release"]["agree_within_1"] == 0
     assert out["all"]["frames"] == 3 and out["all"]["agree_rate"] == pytest.approx(1 / 3)
+    assert [f["agree"] for f in out["frames_list"]] == [False, False, True]  # per switch frame, for pairing
 
 
 def test_sensitivity_reports_all_and_near_target_frames():

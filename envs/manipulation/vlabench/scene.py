@@ -34,6 +34,10 @@ CAMERAS = ("left", "right", "front", "wrist")
 WORKSPACE_LOW = np.array([-0.45, -0.2, TABLE_Z + 0.005])
 WORKSPACE_HIGH = np.array([0.45, 0.45, TABLE_Z + 0.55])
 HOME_TCP = np.array([0.0, 0.05, TABLE_Z + 0.32])
+# Metres per axis a delta taken from the measured hand (a hand-frame head's action) may ask for: the scripted
+# expert's own step. The SIMPLER convention's 3 cm, added to a hand that trails its command, makes the arm slower
+# than the expert it imitates, so more episodes run out of steps.
+HAND_MAX_DELTA_POS = 0.05
 COLLISION_GROUP = 3  # primitive proxies: simulated, never rendered
 SHELF_THICKNESS = 0.012  # boards and panels of the shelf fixture
 BUTTON_BASE, BUTTON_TRAVEL, BUTTON_CAP = 0.03, 0.01, 0.014  # pedestal height, cap travel and cap height

@@ -58,6 +58,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int) -> dict[str, li
     """Expert-driven episodes of ``task``; per-frame rows of label terms, head predictions and switch flags."""
     from agents.vlabench_demonstrations import absolute_to_delta, to_base_frame
     from envs.manipulation.vlabench.env import make_env
+    from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
     from policies.vlabench_expert import VLABenchExpert
 
     env = make_env(task, {"track": TRACK, "action_mode": "absolute", "cameras": ("front",), "references": False})
@@ -81,7 +82,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int) -> dict[str, li
                 target = expert.act(obs)
                 phase = expert.phase
                 cmd = absolute_to_delta(target, sc.target_pos, sc.target_rpy)
-                hand = absolute_to_delta(target, tcp, sc.target_rpy)
+                hand = absolute_to_delta(target, tcp, sc.target_rpy, HAND_MAX_DELTA_POS)  # clipped as hand labels are
                 lag = _base_frame(sc.target_pos - tcp)
                 chunk = policy.predict_chunk(obs)
                 if step == 0 and policy.cfg.memory:
@@ -89,7 +90,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int) -> dict[str, li
                     memory_err.append(float(np.linalg.norm(remembered - target_base[:2])))
                 grip = bool(target[6] > 0)
                 grasped = grasped or grip
-                row = {"episode": f"{task}/{seed + i}", "phase": phase, "cmd": cmd[:3].tolist(),
+                row = {"episode": f"{task}/{seed + i}", "step": step, "phase": phase, "cmd": cmd[:3].tolist(),
                        "hand": hand[:3].tolist(), "lag": lag.tolist(),
                        "to_target": _base_frame(np.asarray(ps["target"]["position"]) - tcp).tolist(),
                        "to_goal": (_base_frame(goal - tcp) if goal is not None else np.zeros(3)).tolist(),
@@ -159,6 +160,9 @@ def switch_agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
                      "ci95": list(wilson_ci(exact, n)) if n else None, "agree_within_1": near}
     flat = [r for r in rows if r["switch"] is None]
     out["other_frames_agree_rate"] = float(np.mean([r["head_grip"] == r["expert_grip"] for r in flat]))
+    # per switch frame, so two heads probed on the same seeds can be compared frame by frame
+    out["frames_list"] = [{"episode": r["episode"], "step": r.get("step"), "switch": r["switch"],
+                           "agree": bool(r["head_grip"] == r["expert_grip"])} for r in rows if r["switch"] is not None]
     return out
 
 

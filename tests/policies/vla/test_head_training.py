@@ -350,3 +350,37 @@ def test_checkpoint_records_the_action_frame_and_rejects_an_unknown_one(tmp_path
     (tmp_path / "hand" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ConfigError, match="action_frame 'world'"):
         load_checkpoint(tmp_path / "hand")
+
+
+def test_gripper_classifier_balances_classes_and_learns_a_rare_close(tmp_path):
+    from dataclasses import replace
+
+    from policies.vla.training import gripper_classes
+
+    targets = np.zeros((4, 2, 7), np.float32)
+    targets[..., 6] = [[-1, -1], [-1, -1], [-1, 1], [1, 1]]
+    closed, weights = gripper_classes(targets, np.ones((4, 2), np.float32), np.ones(4, bool))
+    assert closed.tolist() == [[0, 0], [0, 0], [0, 1], [1, 1]]
+    # 3 of 8 steps closed: each class's weights sum to half of the steps
+    assert np.isclose(weights[closed > 0].sum(), 4.0) and np.isclose(weights[closed == 0].sum(), 4.0)
+
+    torch.set_num_threads(1)
+    data = grounding_data(40, 10, seed=0)
+    rare = data.states[:, 0] > 1.2  # about one frame in nine closes, decided by the state alone
+    data.actions[:, 6] = np.where(rare, 1.0, -1.0)
+    head = replace(SMALL, gripper_classifier=True)
+    cfg = TrainConfig(head=head, epochs=20, batch_size=64, lr=3e-3, patience=20, seed=1, max_minutes=2.0)
+    bundle, _ = train_head(data, cfg)
+    test = grounding_data(4, 50, seed=7)
+    with torch.no_grad():
+        logits = bundle.head(test.features, torch.as_tensor(test.text_table[test.text_index]),
+                             torch.as_tensor((test.states - bundle.state_mean) / bundle.state_std))[:, 0, 6].numpy()
+    truth = test.states[:, 0] > 1.2
+    assert truth.sum() >= 10
+    assert (logits[truth] > 0).mean() >= 0.8 and (logits[~truth] < 0).mean() >= 0.9, logits[truth]
+    # the flag is stored with the head; manifests without it (every earlier head) load as regression heads
+    save_checkpoint(bundle, tmp_path / "ck")
+    assert load_checkpoint(tmp_path / "ck").config.gripper_classifier
+    old = SMALL.to_dict()
+    old.pop("gripper_classifier")
+    assert not HeadConfig.from_dict(old).gripper_classifier

@@ -165,6 +165,9 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "needs a place task" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--init", "checkpoints/generic_vla", "--input-size", "64"]) == 2
     assert "was trained on cnn at 96px" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["--out", str(tmp_path / "out"), "--init", "checkpoints/generic_vla", "--gripper-classifier"]) == 2
+    assert "--gripper-classifier changes the head's shape" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--memory", "2", "--backbone", "mobilenet_v2_imagenet"]) == 2
     assert "--memory needs --backbone cnn" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--drop-fraction", "0.3"]) == 2
