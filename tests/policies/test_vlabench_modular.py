@@ -96,3 +96,28 @@ def test_the_modular_base_refuses_the_shelf_task():
             registry.policies()["modular"].factory(PolicyContext(SUITE, "select_my_from_shelf", "modular", 0, env, {}))
     finally:
         env.close()
+
+
+def test_the_hard_prompt_baseline_tells_the_modular_base_my_objects_colour_and_the_soft_prompt_refuses_it():
+    from perception.prompting import DEFAULT_COLOURS
+
+    registry.load_all()
+    env = registry.suites()[SUITE].make_env("select_my_pick", {"cameras": "front"})
+    try:
+        spec = registry.policies()
+        policy = spec["hard_prompt"].factory(
+            PolicyContext(SUITE, "select_my_pick", "hard_prompt", 0, env, {"prompt_base": "modular"}))
+        assert isinstance(policy.base, ModularVLABenchBase)
+        obs, info = env.reset(seed=3)
+        policy.reset(obs["instruction"], info)
+        said = policy.episode_info()  # scene 3: my can is mostly green, a colour the base looks for in the image
+        assert said["prompt_colour"] in DEFAULT_COLOURS and said["prompt_colour"] in said["prompt_instruction"]
+        assert "my" not in said["prompt_instruction"].split() and policy.base.colour == said["prompt_colour"]
+        with pytest.raises(ConfigError, match="prompt_base"):
+            spec["hard_prompt"].factory(
+                PolicyContext(SUITE, "select_my_pick", "hard_prompt", 0, env, {"prompt_base": "bogus"}))
+        with pytest.raises(ConfigError, match="instruction-embedding"):
+            spec["soft_prompt"].factory(
+                PolicyContext(SUITE, "select_my_pick", "soft_prompt", 0, env, {"prompt_base": "modular"}))
+    finally:
+        env.close()
