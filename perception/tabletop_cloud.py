@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage
+from scipy.spatial import ConvexHull, QhullError
 
 Pose = tuple[np.ndarray, np.ndarray, float]  # (position, rotation camera→world, vertical fov in degrees)
 
@@ -110,6 +111,32 @@ def tabletop_objects(points: Iterable[np.ndarray], table_z: float, config: GridC
         cells = lo + (np.stack([ii, jj], axis=1) + 0.5) * config.cell
         out.append(footprint(cells, float(grid[ii, jj].max())))
     return sorted(out, key=lambda o: -len(o.cells))
+
+
+def rectangle_yaw(cells: np.ndarray) -> float:
+    """Direction (radians, in [−π/2, π/2)) of the longer side of the smallest-area rectangle around ``cells``.
+
+    A square footprint has no principal axis (its spread is the same in every direction), but its sides still have
+    one direction: the rectangle's sides lie along an edge of the convex hull (rotating calipers), so only the hull's
+    edge directions are tried.
+    """
+    pts = np.asarray(cells, np.float64).reshape(-1, 2)
+    try:
+        hull = pts[ConvexHull(pts).vertices]
+    except (QhullError, ValueError):  # fewer than 3 points, or all on one line: no rectangle to turn
+        return 0.0
+    edges = np.roll(hull, -1, axis=0) - hull
+    angles = np.unique(np.mod(np.arctan2(edges[:, 1], edges[:, 0]), math.pi / 2))
+    best, best_area, best_sides = 0.0, math.inf, (0.0, 0.0)
+    for a in angles:
+        u = np.array([math.cos(a), math.sin(a)])
+        v = np.array([-u[1], u[0]])
+        sides = (float(np.ptp(hull @ u)), float(np.ptp(hull @ v)))
+        if sides[0] * sides[1] < best_area - 1e-12:
+            best, best_area, best_sides = float(a), sides[0] * sides[1], sides
+    if best_sides[1] > best_sides[0]:  # the longer side is across u
+        best += math.pi / 2
+    return (best + math.pi / 2) % math.pi - math.pi / 2
 
 
 def nearest_object(objects: list[TabletopObject], xy: np.ndarray) -> TabletopObject | None:

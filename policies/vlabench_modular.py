@@ -33,6 +33,7 @@ from perception.tabletop_cloud import (
     TabletopObject,
     footprint,
     nearest_object,
+    rectangle_yaw,
     round_body_centre,
     table_height,
     tabletop_objects,
@@ -48,6 +49,8 @@ OBJECT_SIZE = 0.11  # an object footprint larger than this is two objects merged
 NARROW_RADIUS = 0.045
 HUE_TOLERANCE = 8  # OpenCV hue units (2° each) around the named colour's hue
 ROUND_BODIES = ("mug",)  # a handle widens the footprint: centre on the round body instead
+FACETED = ("box",)  # flat faces to close on: a square footprint is turned to its sides, not left at yaw 0
+SQUARE_RATIO = 1.12  # a footprint whose sides differ less than this has no usable principal axis
 
 _GOAL_PHRASE = re.compile(r"\b(in|into|on|onto) the (box|plate)\b", re.IGNORECASE)
 
@@ -172,9 +175,14 @@ class ModularVLABenchBase(VLABenchExpert):
         else:
             centre = round_body_centre(t) if self.category in ROUND_BODIES else t.centre
             xyz, height = np.array([centre[0], centre[1], sc["table_z"]]), t.height
-            # The fingers close across the main axis: across a box's narrower faces, clear of a mug's handle.
-            round_ = max(t.extent) < 1.12 * min(t.extent) and self.category not in ROUND_BODIES
-            yaw = 0.0 if round_ else t.axis_yaw
+            # The fingers close across the main axis: across a box's narrower faces, clear of a mug's handle. A
+            # square footprint has no main axis: a box closes across the faces of its smallest enclosing rectangle
+            # (a finger on a turned box's top never reaches the grasp height), anything else (round) at yaw 0.
+            square = max(t.extent) < SQUARE_RATIO * min(t.extent) and self.category not in ROUND_BODIES
+            if not square:
+                yaw = t.axis_yaw
+            else:
+                yaw = rectangle_yaw(t.cells) if self.category in FACETED else 0.0
         target = {"position": xyz, "start": xyz.copy(), "height": height, "grasp_yaw": yaw,
                   "category": self.category}
         fixture = None

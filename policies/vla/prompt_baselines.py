@@ -65,9 +65,10 @@ def hard_prompt_instruction(instruction: str, category: str, colour: str | None)
 
 
 class HardPrompt:
-    """The frozen generic VLA with the personal object's dominant colour written into the instruction."""
+    """A base policy told the personal object's dominant colour in its instruction: the frozen generic VLA, or any
+    base that reads colour words (Personalized-VLABench's modular base)."""
 
-    def __init__(self, base: GenericVLA) -> None:
+    def __init__(self, base: Any) -> None:
         self.base = base
         self.colour: str | None = None
         self.instruction = ""
@@ -83,8 +84,10 @@ class HardPrompt:
         return self.base.act(obs)
 
     def episode_info(self) -> dict[str, Any]:
-        """The description the baseline produced."""
-        return {"prompt_instruction": self.instruction, "prompt_colour": self.colour}
+        """The description the baseline produced (after the base's own diagnostics, if it reports any)."""
+        extra = getattr(self.base, "episode_info", None)
+        return {**(extra() if callable(extra) else {}), "prompt_instruction": self.instruction,
+                "prompt_colour": self.colour}
 
 
 @dataclass

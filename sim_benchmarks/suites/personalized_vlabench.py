@@ -6,8 +6,10 @@ generic VLA, whose SIMPLER deltas are turned into absolute targets), ``vap`` (mu
 ``oracle_mask``. The generic VLA here is the head trained on this suite's own generic track
 (``checkpoints/vlabench_vla``: ``python -m launch.train_vla --suite personalized_vlabench``), set as the suite's
 default ``vla_checkpoint`` so every run config records it; ``--policy-option vla_checkpoint=checkpoints/generic_vla``
-runs the SIMPLER-trained head instead. Perception and torch load inside the factories: the CLI imports every
-suite module per call.
+runs the SIMPLER-trained head instead. ``modular`` is a base that is not a VLA (perceived 3-D target + the expert's
+phases); ``vap`` / ``oracle_mask`` wrap it with ``vap_base=modular`` and ``hard_prompt`` with ``prompt_base=modular``
+(``soft_prompt`` cannot: it needs a head that takes instruction embeddings). Perception and torch load inside the
+factories: the CLI imports every suite module per call.
 """
 
 from __future__ import annotations
@@ -103,8 +105,38 @@ def _absolute(builder: Any) -> Any:
 
 
 registry.extend_policy("generic", SUITE, _absolute(vla_policies._generic))
-registry.extend_policy("hard_prompt", SUITE, _absolute(vla_policies._hard_prompt))
-registry.extend_policy("soft_prompt", SUITE, _absolute(vla_policies._soft_prompt))
+
+# The learned-prompt baselines' base: the generic VLA (default) or the modular base (``modular``, below), which reads
+# the hard prompt's colour word as it reads VAP's. The soft prompt replaces the encoded instruction by a vector, which
+# only a head conditioned on instruction embeddings can take: the modular base reads words, so it refuses.
+PROMPT_BASE_OPTION = "prompt_base"
+PROMPT_BASES = ("generic", "modular")
+
+
+def _prompt_base(ctx: PolicyContext) -> str:
+    name = str(ctx.options.get(PROMPT_BASE_OPTION, "generic"))
+    if name not in PROMPT_BASES:
+        raise choice_error(PROMPT_BASE_OPTION, name, PROMPT_BASES)
+    return name
+
+
+def _hard_prompt(ctx: PolicyContext) -> Any:
+    if _prompt_base(ctx) == "modular":
+        from policies.vla.prompt_baselines import HardPrompt
+
+        return HardPrompt(_modular(ctx))
+    return _absolute(vla_policies._hard_prompt)(ctx)
+
+
+def _soft_prompt(ctx: PolicyContext) -> Any:
+    if _prompt_base(ctx) == "modular":
+        raise ConfigError("soft_prompt conditions a learned head on an instruction-embedding vector; the modular base "
+                          f"reads words and cannot take one (valid {PROMPT_BASE_OPTION} for soft_prompt: generic)")
+    return _absolute(vla_policies._soft_prompt)(ctx)
+
+
+registry.extend_policy("hard_prompt", SUITE, _hard_prompt, options=(PROMPT_BASE_OPTION,))
+registry.extend_policy("soft_prompt", SUITE, _soft_prompt, options=(PROMPT_BASE_OPTION,))
 
 VIEW_OPTION = "vap_views"  # comma-separated grounding views (default: left,right,front)
 DEFAULT_VIEWS = ("left", "right", "front")

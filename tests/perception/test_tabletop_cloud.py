@@ -9,6 +9,7 @@ from perception.tabletop_cloud import (
     GridConfig,
     footprint,
     nearest_object,
+    rectangle_yaw,
     round_body_centre,
     table_height,
     tabletop_objects,
@@ -62,3 +63,31 @@ def test_a_mugs_handle_does_not_move_the_round_body_centre():
         obj = footprint(cells, 0.09)
         assert np.linalg.norm(obj.centre - [0.1, 0.2]) > 0.008  # the box centre is pulled toward the handle
         assert np.linalg.norm(round_body_centre(obj) - [0.1, 0.2]) < 0.003
+
+
+def _box_cells(cx: float, cy: float, length: float, width: float, yaw: float) -> np.ndarray:
+    """Occupied grid cells of a box standing at (cx, cy), its long side turned by ``yaw`` (through the real grid)."""
+    rng = np.random.default_rng(4)
+    a, b = rng.uniform(-length / 2, length / 2, 20000), rng.uniform(-width / 2, width / 2, 20000)
+    c, s = math.cos(yaw), math.sin(yaw)
+    xy = np.c_[cx + a * c - b * s, cy + a * s + b * c]
+    (obj,) = tabletop_objects([np.c_[xy, np.full(len(xy), 0.05)]], 0.0)
+    return obj
+
+
+def _turn_error(a: float, b: float, period: float) -> float:
+    d = (a - b) % period
+    return min(d, period - d)
+
+
+def test_the_smallest_rectangle_turns_with_a_square_box_whose_principal_axis_is_undefined():
+    for yaw in (0.0, 0.5, math.radians(53), -1.2):
+        square = _box_cells(0.05, 0.1, 0.06, 0.06, yaw)
+        assert max(square.extent) < 1.12 * min(square.extent)  # the principal axes say nothing here
+        # a square's sides repeat every quarter turn: either pair of faces is a grasp
+        assert _turn_error(rectangle_yaw(square.cells), yaw, math.pi / 2) < math.radians(4)
+    oblong = _box_cells(-0.1, 0.0, 0.09, 0.05, 0.4)  # an oblong box: its longer side, as the principal axis says
+    assert _turn_error(rectangle_yaw(oblong.cells), 0.4, math.pi) < math.radians(3)
+    assert _turn_error(oblong.axis_yaw, 0.4, math.pi) < math.radians(3)
+    assert -math.pi / 2 <= rectangle_yaw(oblong.cells) < math.pi / 2
+    assert rectangle_yaw(np.array([[0.0, 0.0], [0.01, 0.01], [0.02, 0.02]])) == 0.0  # a line: nothing to turn

@@ -1,5 +1,7 @@
 """The modular VLABench base: reading the instruction, finding the painted object, and acting on what it perceived."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -7,6 +9,7 @@ pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before
 
 from envs.errors import ConfigError  # noqa: E402
 from perception.prompting import VisualPrompter  # noqa: E402
+from perception.tabletop_cloud import tabletop_objects  # noqa: E402
 from policies.vlabench_modular import ModularVLABenchBase, colour_region  # noqa: E402
 from sim_benchmarks import registry  # noqa: E402
 from sim_benchmarks.registry import PolicyContext  # noqa: E402
@@ -28,6 +31,25 @@ def test_the_instruction_gives_category_and_colour_whatever_the_goal_phrase_says
     assert b.colour is None
     with pytest.raises(ConfigError, match="table-top goals"):
         _base("press_button")
+
+
+def test_a_turned_square_box_is_grasped_across_its_faces_and_a_round_object_at_yaw_0():
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(-0.03, 0.03, (2, 20000))  # a 6 × 6 cm box turned 53°: no principal axis
+    yaw = math.radians(53)
+    xy = np.c_[0.1 + a * math.cos(yaw) - b * math.sin(yaw), a * math.sin(yaw) + b * math.cos(yaw)]
+    (square,) = tabletop_objects([np.c_[xy, np.full(len(xy), 0.06)]], 0.0)
+    obs = {"ee_pose": np.array([0.0, -0.1, 0.3, 0.0, 0.0, 0.0])}
+    for category, faceted in (("box", True), ("can", False)):
+        base = _base()
+        base.reset(f"pick up the {category}", {})
+        base.scene = {"table_z": 0.0, "target": square, "fixture": None, "objects": [square]}
+        grasp = base.grasp_yaw(base.state(obs)["target"])
+        if faceted:  # fingers on two opposite faces: the box's yaw up to a quarter turn
+            d = (grasp - yaw) % (math.pi / 2)
+            assert min(d, math.pi / 2 - d) < math.radians(4)
+        else:
+            assert grasp == 0.0
 
 
 def test_colour_region_is_the_largest_patch_of_the_named_hue():
@@ -72,5 +94,30 @@ def test_the_modular_base_refuses_the_shelf_task():
     try:
         with pytest.raises(ConfigError, match="policy modular runs the tasks"):
             registry.policies()["modular"].factory(PolicyContext(SUITE, "select_my_from_shelf", "modular", 0, env, {}))
+    finally:
+        env.close()
+
+
+def test_the_hard_prompt_baseline_tells_the_modular_base_my_objects_colour_and_the_soft_prompt_refuses_it():
+    from perception.prompting import DEFAULT_COLOURS
+
+    registry.load_all()
+    env = registry.suites()[SUITE].make_env("select_my_pick", {"cameras": "front"})
+    try:
+        spec = registry.policies()
+        policy = spec["hard_prompt"].factory(
+            PolicyContext(SUITE, "select_my_pick", "hard_prompt", 0, env, {"prompt_base": "modular"}))
+        assert isinstance(policy.base, ModularVLABenchBase)
+        obs, info = env.reset(seed=3)
+        policy.reset(obs["instruction"], info)
+        said = policy.episode_info()  # scene 3: my can is mostly green, a colour the base looks for in the image
+        assert said["prompt_colour"] in DEFAULT_COLOURS and said["prompt_colour"] in said["prompt_instruction"]
+        assert "my" not in said["prompt_instruction"].split() and policy.base.colour == said["prompt_colour"]
+        with pytest.raises(ConfigError, match="prompt_base"):
+            spec["hard_prompt"].factory(
+                PolicyContext(SUITE, "select_my_pick", "hard_prompt", 0, env, {"prompt_base": "bogus"}))
+        with pytest.raises(ConfigError, match="instruction-embedding"):
+            spec["soft_prompt"].factory(
+                PolicyContext(SUITE, "select_my_pick", "soft_prompt", 0, env, {"prompt_base": "modular"}))
     finally:
         env.close()
