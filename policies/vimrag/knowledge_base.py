@@ -149,6 +149,10 @@ def _part(corpus: Corpus, target: Path, part: str, wait: bool) -> dict[str, np.n
         return arrays
 
 
+# Corpora this small (the tests') encode in the calling process: starting helpers would cost more than it saves.
+MIN_IMAGES_FOR_HELPERS = 400
+
+
 def _part_job(job: tuple[int, str | None, str, str]) -> dict[str, np.ndarray] | None:
     # A spawned helper's share: it loads the saved corpus itself (nothing large crosses the pipe that way).
     seed, folder, target, part = job
@@ -171,10 +175,6 @@ def _build_features(corpus: Corpus, target: Path, folder: str | Path | None) -> 
     for part in FEATURE_PARTS:
         arrays.update({k: v for k, v in parts[part].items() if k != "version"})
     return {**arrays, "version": np.array(FEATURES_VERSION)}
-
-
-# Corpora this small (the tests') encode in the calling process: starting helpers would cost more than it saves.
-MIN_IMAGES_FOR_HELPERS = 400
 
 
 def load_knowledge_base(seed: int = 0, folder: str | Path | None = None) -> KnowledgeBase:
