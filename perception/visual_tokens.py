@@ -38,10 +38,11 @@ def feature_grid(images: np.ndarray, batch: int = 32) -> np.ndarray:
 
 def fit_projection(grids: np.ndarray, dim: int = 64, max_rows: int = 20000, seed: int = 0) -> dict[str, np.ndarray]:
     """PCA of standardised grid cells: ``{"mean", "scale", "components"}`` (components: C x dim)."""
-    cells = grids.reshape(-1, grids.shape[-1]).astype(np.float64)
+    cells = grids.reshape(-1, grids.shape[-1])
     rng = np.random.default_rng(seed)
-    if len(cells) > max_rows:
+    if len(cells) > max_rows:  # sampled before the float64 copy: a corpus' cells would take over a gigabyte
         cells = cells[rng.choice(len(cells), max_rows, replace=False)]
+    cells = cells.astype(np.float64)
     mean = cells.mean(0)
     scale = cells.std(0) + 1e-3  # the 96 mid-level channels would otherwise be swamped by the 1280
     z = (cells - mean) / scale

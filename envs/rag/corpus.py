@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.build_processes import map_in_processes
 from envs.cache_files import read_npz
 from envs.errors import ConfigError, choice_error
 
@@ -192,7 +193,11 @@ def _closest_other(run: _Run) -> str:
 
 # ---------------------------------------------------------------------------------------------- rendering
 class _Renderer:
-    """One PyBullet scene reused for every keyframe (bodies are added and removed), plus a photo scene."""
+    """One PyBullet scene reused for every keyframe (bodies are added and removed), plus a photo scene.
+
+    Each catalogue object's mesh, texture and PyBullet shapes are made once per scene and reused by every keyframe
+    that shows it: rebuilding them per keyframe cost more than rendering, and every ``loadTexture`` stays in PyBullet's
+    memory until the scene closes."""
 
     def __init__(self) -> None:
         from envs.manipulation.objects import category_mesh, write_obj
@@ -204,12 +209,31 @@ class _Renderer:
         self.photo_scene.build()
         self.plate_mesh = write_obj(category_mesh("plate", _PLATE_RADIUS, _PLATE_HEIGHT, {}),
                                     f"vimrag/plate/{_PLATE_RADIUS}")
+        self._files: dict[str, tuple[str, str]] = {}  # instance id -> (mesh OBJ, texture PNG)
+        self._shapes: dict[tuple[int, str], tuple[int, int, int]] = {}  # (client, instance) -> collision, visual, tex
 
     def _add(self, scene, inst, xy: tuple[float, float], z: float = 0.0) -> int:
-        from envs.manipulation.objects import instance_mesh_path, make_texture
+        """A static body of ``inst`` standing at ``xy`` (what ``TabletopScene.add_body`` builds for a zero mass)."""
+        import pybullet as p
 
-        return scene.add_body(instance_mesh_path(inst), make_texture(inst), None, ("cylinder", (inst.radius,)), 0.0,
-                              (float(xy[0]), float(xy[1]), z), 0.0, inst.height)
+        from envs.manipulation.objects import instance_mesh_path, make_texture
+        from envs.manipulation.scene import texture_file
+
+        c = scene.client
+        key = (c, inst.instance_id)
+        if key not in self._shapes:
+            if inst.instance_id not in self._files:
+                self._files[inst.instance_id] = (instance_mesh_path(inst), texture_file(make_texture(inst)))
+            mesh, texture = self._files[inst.instance_id]
+            col = p.createCollisionShape(p.GEOM_CYLINDER, radius=inst.radius, height=inst.height,
+                                         collisionFramePosition=(0, 0, inst.height / 2), physicsClientId=c)
+            vis = p.createVisualShape(p.GEOM_MESH, fileName=mesh, rgbaColor=(1, 1, 1, 1), physicsClientId=c)
+            self._shapes[key] = (col, vis, p.loadTexture(texture, physicsClientId=c))
+        col, vis, tex = self._shapes[key]
+        body = p.createMultiBody(0.0, col, vis, basePosition=(float(xy[0]), float(xy[1]), z),
+                                 baseOrientation=p.getQuaternionFromEuler((0, 0, 0.0)), physicsClientId=c)
+        p.changeVisualShape(body, -1, textureUniqueId=tex, rgbaColor=(1, 1, 1, 1), physicsClientId=c)
+        return body
 
     def scene_image(self, placements: list[tuple[object, tuple[float, float], float]],
                     plate_xy: tuple[float, float] | None) -> np.ndarray:
@@ -252,6 +276,34 @@ class _Renderer:
         self.photo_scene.close()
 
 
+# An image to render: (instance id, xy, z) of each object, and the plate's xy; no plate = a catalogue photo of the
+# one object. Plain ids and numbers, so a shot pickles cheaply to a rendering process.
+_Shot = tuple[tuple[tuple[str, tuple[float, float], float], ...], tuple[float, float] | None]
+
+
+def _shot(placements: list[tuple[object, tuple[float, float], float]], plate_xy: tuple[float, float]) -> _Shot:
+    return tuple((inst.instance_id, (float(xy[0]), float(xy[1])), float(z)) for inst, xy, z in placements), plate_xy
+
+
+def _render_shots(shots: list[_Shot]) -> np.ndarray:
+    """Render shots in one renderer (one process's share of the corpus): N x H x W x 3 uint8."""
+    from envs.manipulation.objects import LIBRARY
+
+    out = np.zeros((len(shots), IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
+    if not shots:
+        return out
+    renderer = _Renderer()
+    try:
+        for i, (placements, plate_xy) in enumerate(shots):
+            if plate_xy is None:
+                out[i] = renderer.photo(LIBRARY[placements[0][0]])
+            else:
+                out[i] = renderer.scene_image([(LIBRARY[name], xy, z) for name, xy, z in placements], plate_xy)
+    finally:
+        renderer.close()
+    return out
+
+
 def _stock_photos(rng: np.random.Generator, count: int) -> list[np.ndarray]:
     """Random square crops of real photographs that ship inside installed packages (matplotlib, scikit-learn)."""
     import matplotlib
@@ -282,8 +334,17 @@ def _stock_photos(rng: np.random.Generator, count: int) -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------- generation
-def generate_corpus(seed: int = 0, n_runs: int = 400, n_calibration: int = 80, n_stock: int = 40) -> Corpus:
-    """Build the whole corpus from ``seed`` (renders every image; ~1-2 minutes on one core for the defaults)."""
+# Images per rendering process at least: starting a process and its two scenes costs about as much as rendering
+# this many keyframes, so small corpora (the tests') render in the calling process.
+MIN_IMAGES_PER_PROCESS = 200
+
+
+def generate_corpus(seed: int = 0, n_runs: int = 400, n_calibration: int = 80, n_stock: int = 40,
+                    processes: int | None = None) -> Corpus:
+    """Build the whole corpus from ``seed``. Rendering every image is most of the cost (about a minute of CPU for
+    the defaults); it is spread over ``processes`` processes (None: the usable cores, see
+    :func:`envs.build_processes.build_processes`), which gives the same pixels as one."""
+    from envs.build_processes import build_processes
     from envs.manipulation.objects import LIBRARY
 
     if n_runs < 10:
@@ -298,59 +359,60 @@ def generate_corpus(seed: int = 0, n_runs: int = 400, n_calibration: int = 80, n
 
     documents: list[Document] = []
     images: list[ImageItem] = []
-    pixels: list[np.ndarray] = []
-    renderer = _Renderer()
-    try:
-        for oid in catalogue:
-            inst = cat_of[oid]
-            shelf = f"S{int(rng.integers(1, 25)):02d}"
-            supplier = SUPPLIERS[int(rng.integers(len(SUPPLIERS)))]
-            documents.append(Document(f"card:{oid}", "catalogue_card",
-                                      f"Catalogue card {oid}: a {inst.category}, kept on shelf {shelf}, mass "
-                                      f"{inst.mass:.2f} kg, supplier {supplier}. Photo on file.", (f"photo:{oid}",)))
-            images.append(ImageItem(f"photo:{oid}", "catalogue_photo", f"Catalogue photo of {oid}"))
-            pixels.append(renderer.photo(inst))
-        for run in runs:
-            px, py = _SLOTS[run.plate_slot]
-            table = [(cat_of[o], _SLOTS[s], 0.0) for o, s in run.others]
-            start = table + [(cat_of[run.placed], _SLOTS[run.placed_slot], 0.0)]
-            if run.dropped is not None:
-                start.append((cat_of[run.dropped[0]], _SLOTS[run.dropped[1]], 0.0))
-            end = table + [(cat_of[run.placed], (px, py), _PLATE_HEIGHT)]
-            frames = [("0", "keyframe_start", start, "start keyframe")]
-            sx, sy = _SLOTS[run.placed_slot]
-            for k in range(1, MID_FRAMES + 1):
-                f = k / (MID_FRAMES + 1)
-                lift = _CARRY_HEIGHT * 4 * f * (1 - f)
-                carried = (cat_of[run.placed], (sx + f * (px - sx), sy + f * (py - sy)), lift)
-                # The dropped object falls off the table during the first part of the run.
-                gone = run.dropped is not None and k > 1
-                mid = table + [carried] + ([] if gone or run.dropped is None
-                                           else [(cat_of[run.dropped[0]], _SLOTS[run.dropped[1]], 0.0)])
-                frames.append((f"m{k}", "keyframe_mid", mid, f"keyframe {k + 1} of {MID_FRAMES + 2}"))
-            frames.append(("1", "keyframe_end", end, "end keyframe"))
-            for tag, kind, scene, words in frames:
-                images.append(ImageItem(f"kf:{run.run_id}:{tag}", kind, f"Run {run.run_id}, {words}"))
-                pixels.append(renderer.scene_image(scene, (px, py)))
-            others = ", ".join(o for o, _ in run.others)
+    shots: list[_Shot] = []  # what each image shows, rendered below (rendering draws nothing from rng)
+    for oid in catalogue:
+        inst = cat_of[oid]
+        shelf = f"S{int(rng.integers(1, 25)):02d}"
+        supplier = SUPPLIERS[int(rng.integers(len(SUPPLIERS)))]
+        documents.append(Document(f"card:{oid}", "catalogue_card",
+                                  f"Catalogue card {oid}: a {inst.category}, kept on shelf {shelf}, mass "
+                                  f"{inst.mass:.2f} kg, supplier {supplier}. Photo on file.", (f"photo:{oid}",)))
+        images.append(ImageItem(f"photo:{oid}", "catalogue_photo", f"Catalogue photo of {oid}"))
+        shots.append((((inst.instance_id, (0.0, 0.0), 0.0),), None))
+    for run in runs:
+        px, py = _SLOTS[run.plate_slot]
+        table = [(cat_of[o], _SLOTS[s], 0.0) for o, s in run.others]
+        start = table + [(cat_of[run.placed], _SLOTS[run.placed_slot], 0.0)]
+        if run.dropped is not None:
+            start.append((cat_of[run.dropped[0]], _SLOTS[run.dropped[1]], 0.0))
+        end = table + [(cat_of[run.placed], (px, py), _PLATE_HEIGHT)]
+        frames = [("0", "keyframe_start", start, "start keyframe")]
+        sx, sy = _SLOTS[run.placed_slot]
+        for k in range(1, MID_FRAMES + 1):
+            f = k / (MID_FRAMES + 1)
+            lift = _CARRY_HEIGHT * 4 * f * (1 - f)
+            carried = (cat_of[run.placed], (sx + f * (px - sx), sy + f * (py - sy)), lift)
+            # The dropped object falls off the table during the first part of the run.
+            gone = run.dropped is not None and k > 1
+            mid = table + [carried] + ([] if gone or run.dropped is None
+                                       else [(cat_of[run.dropped[0]], _SLOTS[run.dropped[1]], 0.0)])
+            frames.append((f"m{k}", "keyframe_mid", mid, f"keyframe {k + 1} of {MID_FRAMES + 2}"))
+        frames.append(("1", "keyframe_end", end, "end keyframe"))
+        for tag, kind, scene, words in frames:
+            images.append(ImageItem(f"kf:{run.run_id}:{tag}", kind, f"Run {run.run_id}, {words}"))
+            shots.append(_shot(scene, (px, py)))
+        others = ", ".join(o for o, _ in run.others)
+        documents.append(Document(
+            f"log:{run.run_id}", "run_log",
+            f"Run {run.run_id} log, day {run.day}, operator {run.operator}: the robot picked {run.placed} and "
+            f"placed it on the plate. Also on the table: {others}. Video keyframes attached.",
+            tuple(f"kf:{run.run_id}:{tag}" for tag, *_ in frames) + (f"card:{run.placed}",)))
+        if run.dropped is not None:
             documents.append(Document(
-                f"log:{run.run_id}", "run_log",
-                f"Run {run.run_id} log, day {run.day}, operator {run.operator}: the robot picked {run.placed} and "
-                f"placed it on the plate. Also on the table: {others}. Video keyframes attached.",
-                tuple(f"kf:{run.run_id}:{tag}" for tag, *_ in frames) + (f"card:{run.placed}",)))
-            if run.dropped is not None:
-                documents.append(Document(
-                    f"incident:{run.run_id}", "incident",
-                    f"Incident report, day {run.day}, operator {run.operator}: during run {run.run_id} the robot "
-                    f"dropped {run.dropped[0]} off the table.", (f"card:{run.dropped[0]}",)))
-        for k in range(n_calibration):  # unlinked scenes: look like keyframes, belong to no run
-            objs = rng.choice(catalogue, size=3, replace=False)
-            slots = rng.permutation(len(_SLOTS))[:4]
-            scene = [(cat_of[str(o)], _SLOTS[int(s)], 0.0) for o, s in zip(objs, slots[1:], strict=True)]
-            images.append(ImageItem(f"calib:C-{k:03d}", "calibration", f"Calibration snapshot C-{k:03d}"))
-            pixels.append(renderer.scene_image(scene, _SLOTS[int(slots[0])]))
-    finally:
-        renderer.close()
+                f"incident:{run.run_id}", "incident",
+                f"Incident report, day {run.day}, operator {run.operator}: during run {run.run_id} the robot "
+                f"dropped {run.dropped[0]} off the table.", (f"card:{run.dropped[0]}",)))
+    for k in range(n_calibration):  # unlinked scenes: look like keyframes, belong to no run
+        objs = rng.choice(catalogue, size=3, replace=False)
+        slots = rng.permutation(len(_SLOTS))[:4]
+        scene = [(cat_of[str(o)], _SLOTS[int(s)], 0.0) for o, s in zip(objs, slots[1:], strict=True)]
+        images.append(ImageItem(f"calib:C-{k:03d}", "calibration", f"Calibration snapshot C-{k:03d}"))
+        shots.append(_shot(scene, _SLOTS[int(slots[0])]))
+    if processes is None:
+        processes = build_processes(len(shots), MIN_IMAGES_PER_PROCESS)
+    chunks = np.array_split(np.arange(len(shots)), max(1, int(processes)))
+    pixels = list(np.concatenate(map_in_processes(_render_shots, [[shots[int(i)] for i in c] for c in chunks],
+                                                  processes)))
     for k, photo in enumerate(_stock_photos(rng, n_stock)):
         images.append(ImageItem(f"stock:P-{k:03d}", "stock_photo", f"Stock photograph P-{k:03d}"))
         pixels.append(photo)

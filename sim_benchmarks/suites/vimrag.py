@@ -46,11 +46,11 @@ def announce_first_use(options: Mapping[str, Any]) -> None:
         return
     _ANNOUNCED.add(folder)
     if opts.corpus_dir is None and not (folder / "corpus.json").exists():
-        print(f"vimrag: generating the corpus of seed {opts.corpus_seed} and its encodings on first use (about a "
-              f"minute of CPU; cached in {folder})", file=sys.stderr, flush=True)
+        print(f"vimrag: generating the corpus of seed {opts.corpus_seed} and its encodings on first use (about two "
+              f"minutes of CPU, spread over the cores; cached in {folder})", file=sys.stderr, flush=True)
     elif (folder / "corpus.json").exists() and not (folder / "features.npz").exists():
-        print(f"vimrag: encoding the corpus in {folder} on first use (about half a minute of CPU; cached there)",
-              file=sys.stderr, flush=True)
+        print(f"vimrag: encoding the corpus in {folder} on first use (about 80 s of CPU, in two processes where "
+              f"there are two cores; cached there)", file=sys.stderr, flush=True)
 
 
 def question_count(task: str, options: Mapping[str, Any]) -> int:

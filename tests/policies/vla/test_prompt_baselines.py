@@ -48,6 +48,9 @@ def test_shipped_soft_prompt_maps_load_verified_and_match_the_library(tmp_path):
     maps = load_maps()  # the shipped ones: sha256 and library key checked
     assert set(maps) == {"pick", "move_near", "put_on"}
     assert all(m.weight.shape == (1281, 384) for m in maps.values())
+    with np.load(SOFT_PROMPT_DIR / "maps.npz") as stored:  # float16: the shipped file stays under 5 MB
+        assert {stored[k].dtype for k in stored.files} == {np.dtype(np.float16)}
+    assert (SOFT_PROMPT_DIR / "maps.npz").stat().st_size < 5_000_000
     copy = tmp_path / "maps"
     shutil.copytree(SOFT_PROMPT_DIR, copy)
     manifest = json.loads((copy / "manifest.json").read_text())
