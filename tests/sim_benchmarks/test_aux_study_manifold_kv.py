@@ -56,3 +56,16 @@ def test_planted_needle_keys_point_along_the_centroid_so_cosine_drops_them_and_l
         kept_l2 = keep_mask(manifold_scores(k), 19)[needle[:, None, :].expand(-1, k.shape[1], -1)]
         kept_cos = keep_mask(keydiff_scores(k), 19)[needle[:, None, :].expand(-1, k.shape[1], -1)]
         assert kept_l2.float().mean() > 0.9 and kept_cos.float().mean() < 0.1
+
+
+def test_the_planted_condition_trains_its_own_model_with_the_plant_in_place():
+    # A model trained on its own keys cannot read planted keys (no-eviction accuracy near 0), so the planted
+    # condition has a model trained with the plant: its gradient steps see the shifted keys.
+    from sim_benchmarks.studies.aux.manifold_kv import PLANT, train_recall
+
+    plain, _ = train_recall(0, steps=2)
+    planted, _ = train_recall(0, steps=2, plant=PLANT)
+    again, _ = train_recall(0, steps=2, plant=PLANT)
+    p, q, r = (dict(m.named_parameters()) for m in (plain, planted, again))
+    assert any(not torch.equal(p[n], q[n]) for n in p)  # the plant changed the training
+    assert all(torch.equal(q[n], r[n]) for n in q)  # and it is seeded

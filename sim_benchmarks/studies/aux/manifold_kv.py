@@ -9,6 +9,8 @@ answered. At 50 % eviction every scorer is near the no-eviction score (no headro
 Two cache conditions: the model's own keys, and *planted directional collisions*: every pair position's key gets
 ``PLANT × ‖k‖`` added along its head's key centroid, so needles point almost along the centroid (cosine near 1:
 KeyDiff's least-kept) while lying far from it in L2 (ManifoldKV's most-kept) -- the case the method is built for.
+The planted condition has its own model, trained with the plant in place: a model trained on its own keys cannot
+read planted keys at all (no-eviction 3-key accuracy 0.1 % on seed 0), which left that condition without headroom.
 The no-eviction accuracy of each condition is its headroom.
 Part B (real): SmolLM2-135M keys on ~1 k-token prompts of Python reference prose with three passkey sentences;
 retention = share of passkey-digit cache entries kept, over all 30 layers × 3 KV heads, at 25, 50 and 85 %
@@ -92,13 +94,19 @@ def query_isolation(cfg: TinyGPTConfig) -> torch.Tensor:
     return m.expand(1, cfg.n_layers, 1, t, t)
 
 
-def logits_for(model: TinyGPT, data: RecallData, s: dict[str, torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+def logits_for(model: TinyGPT, data: RecallData, s: dict[str, torch.Tensor], mask: torch.Tensor,
+               shift: torch.Tensor | None = None) -> torch.Tensor:
     x = data.embed(s["fill"], s["pos"], s["keys"], s["vals"], s["q_keys"])
-    return model(embeds=x, head_mask=mask).logits[:, CTX:, N_FILL + N_KEYS:N_FILL + N_KEYS + N_VALS]
+    return model(embeds=x, head_mask=mask, key_shift=shift).logits[:, CTX:, N_FILL + N_KEYS:N_FILL + N_KEYS + N_VALS]
 
 
-def train_recall(seed: int, steps: int) -> tuple[TinyGPT, RecallData]:
-    """Train a 2-layer d=64 model on the recall task (full attention) and return it."""
+def train_recall(seed: int, steps: int, plant: float = 0.0) -> tuple[TinyGPT, RecallData]:
+    """Train a 2-layer d=64 model on the recall task (full attention) and return it.
+
+    ``plant`` > 0 trains with planted directional collisions (:func:`collinear_plant`, recomputed from the current
+    weights for every batch and held constant in the backward pass), so the model learns to read needle keys that
+    lie along its key centroid.
+    """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     cfg = TinyGPTConfig(vocab=N_FILL + N_KEYS + N_VALS + 1, d_model=64, n_layers=2, n_heads=4, max_len=CTX + QUERIES)
@@ -108,7 +116,8 @@ def train_recall(seed: int, steps: int) -> tuple[TinyGPT, RecallData]:
     mask = query_isolation(cfg)
     for _ in range(steps):
         s = sample(64, rng)
-        loss = F.cross_entropy(logits_for(model, data, s, mask).reshape(-1, N_VALS), s["answer"].reshape(-1))
+        shift = collinear_plant(model, data, s, plant) if plant > 0 else None
+        loss = F.cross_entropy(logits_for(model, data, s, mask, shift).reshape(-1, N_VALS), s["answer"].reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -216,12 +225,14 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     per_seed = []
     for seed in seeds:
         t0 = time.perf_counter()
-        model, data = train_recall(seed, steps)
+        own = train_recall(seed, steps)
+        planted_model, planted_data = train_recall(seed, steps, PLANT)
         rng = np.random.default_rng(10_000 + seed)
         s = sample(n_eval, rng)
-        planted = collinear_plant(model, data, s, PLANT)
+        planted = collinear_plant(planted_model, planted_data, s, PLANT)
         row: dict[str, float] = {"seed": seed, "train_steps": steps, "eval_sequences": n_eval}
-        for cond, shift in (("", None), ("planted_", planted)):
+        conditions = (("", own, None), ("planted_", (planted_model, planted_data), planted))
+        for cond, (model, data), shift in conditions:
             cells = [("full", 0.0)] + [(sc, e) for e in (0.5, EVICT) for sc in SCORERS]
             for scorer, evict in cells:
                 ok = evict_and_answer(model, data, s, "manifold" if scorer == "full" else scorer, evict, rng, shift)
