@@ -40,17 +40,17 @@ def _sweep(best_lr, longer):
 
 
 def test_llr_verdict_needs_an_interior_best_rate_and_loss_left_to_gain() -> None:
-    from sim_benchmarks.studies.aux.llr import summarise
+    from sim_benchmarks.studies.aux.llr import judge_runs
 
     uniform = [1.80, 1.82, 1.79, 1.81, 1.80]
     better = [u - 0.05 for u in uniform]
     saved = [0.25, 0.3, 0.2, 0.25, 0.3]
-    result = summarise(_rows(uniform, better, saved), _sweep(0.01, 1.70))
+    result = judge_runs(_rows(uniform, better, saved), _sweep(0.01, 1.70))
     assert result.verdict == "yes" and result.value > result.margin > 0
     # The same gain with the best uniform rate at the grid's edge: a better uniform rate may lie outside.
-    assert summarise(_rows(uniform, better, saved), _sweep(0.04, 1.70)).verdict == "inconclusive"
+    assert judge_runs(_rows(uniform, better, saved), _sweep(0.04, 1.70)).verdict == "inconclusive"
     # Training 1.5x longer gains nothing: the task has no room for a faster optimiser.
-    assert summarise(_rows(uniform, better, saved), _sweep(0.01, 1.80)).verdict == "inconclusive"
+    assert judge_runs(_rows(uniform, better, saved), _sweep(0.01, 1.80)).verdict == "inconclusive"
     # Worse loss and never reaching the uniform loss: no.
     worse = [u + 0.05 for u in uniform]
-    assert summarise(_rows(uniform, worse, [0.0] * 5), _sweep(0.01, 1.70)).verdict == "no"
+    assert judge_runs(_rows(uniform, worse, [0.0] * 5), _sweep(0.01, 1.70)).verdict == "no"

@@ -139,10 +139,10 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     sweep_info = {"lr_sweep_final_loss": {f"{lr:g}": sweep[lr]["final"] for lr in LR_GRID}, "best_lr": best_lr,
                   "longer_uniform_final": longer["final"], "longer_steps": int(LONGER * steps), "steps": steps,
                   "eval_every": eval_every, "cpu_s": time.process_time() - start}
-    return summarise(per_seed, sweep_info)
+    return judge_runs(per_seed, sweep_info)
 
 
-def summarise(per_seed: list[dict], sweep: dict) -> StudyResult:
+def judge_runs(per_seed: list[dict], sweep: dict) -> StudyResult:
     """The verdict from per-seed rows and the first seed's sweep (``run`` documents the parts and margins)."""
     seeds = [int(r["seed"]) for r in per_seed]
     uniform = np.array([r["uniform_final"] for r in per_seed])
