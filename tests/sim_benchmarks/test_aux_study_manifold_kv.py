@@ -69,3 +69,16 @@ def test_the_planted_condition_trains_its_own_model_with_the_plant_in_place():
     p, q, r = (dict(m.named_parameters()) for m in (plain, planted, again))
     assert any(not torch.equal(p[n], q[n]) for n in p)  # the plant changed the training
     assert all(torch.equal(q[n], r[n]) for n in q)  # and it is seeded
+
+
+def test_a_baseline_at_zero_on_every_seed_does_not_make_the_margin_zero():
+    from sim_benchmarks.studies.aux.manifold_kv import summarise
+
+    rows = []
+    for seed, full in enumerate((90.0, 94.0, 92.0, 96.0)):
+        rows.append({"seed": seed, "eval_sequences": 100, "acc3_full": 99.0, "acc3_85_manifold": 95.0 + seed % 2,
+                     "acc3_85_keydiff": 85.0 + seed, "acc1_85_manifold": 99.0, "acc1_85_keydiff": 95.0 + seed % 2,
+                     "planted_acc3_full": full, "planted_acc3_85_manifold": full, "planted_acc3_85_keydiff": 0.0})
+    result = summarise(rows)
+    assert result.margin == pytest.approx(2 * np.std([90, 94, 92, 96], ddof=1) / 2)  # the no-eviction noise
+    assert result.verdict == "yes"

@@ -259,8 +259,9 @@ def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1
     d_own = diff(f"acc3_{e}_{{scorer}}")
     d_one = diff(f"acc1_{e}_{{scorer}}")
     # Margins: 2 standard errors over seeds of KeyDiff's own accuracy in the same cell (the experiment's noise; the
-    # paper's +15 points on 3-key NIAH are on a different model and task).
-    m_plant = noise_margin(col[f"planted_acc3_{e}_keydiff"])
+    # paper's +15 points on 3-key NIAH are on a different model and task). With planted collisions KeyDiff can sit
+    # at 0 % on every seed (no spread), so that cell's margin is at least the seed noise of its no-eviction score.
+    m_plant = max(noise_margin(col[f"planted_acc3_{e}_keydiff"]), noise_margin(col["planted_acc3_full"]))
     m_own = noise_margin(col[f"acc3_{e}_keydiff"])
     m_one = noise_margin(col[f"acc1_{e}_keydiff"])
     headroom = Headroom(best=float(col["planted_acc3_full"].mean()),
@@ -291,8 +292,9 @@ def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1
     metric = f"3-key accuracy at {e}% eviction with planted directional collisions, ManifoldKV − KeyDiff (points)"
     return StudyResult(method=METHOD, claim=CLAIM, metric=metric, value=d_plant[0], ci95=(d_plant[1], d_plant[2]),
                        passed=None, summary=summary, synthetic=True, verdict=verdict, parts=parts, margin=m_plant,
-                       margin_why="2 standard errors over seeds of KeyDiff's accuracy in the same cell (the "
-                                  "experiment's noise)", headroom=headroom,
+                       margin_why="2 standard errors over seeds of KeyDiff's accuracy in the same cell, or of the "
+                                  "no-eviction accuracy where that is larger (the experiment's noise)",
+                       headroom=headroom,
                        data=("synthetic multi-query associative recall (bound key-value tokens in filler), "
                              f"{n_eval} held-out sequences per seed, the model's own keys and planted collinear "
                              f"needle keys (+{PLANT} x |k| along the head's key centroid); real SmolLM2-135M keys on "
