@@ -219,7 +219,7 @@ def passkey_retention(seed: int, n_tokens: int) -> dict[str, float]:
 
 def run(seeds: list[int], quick: bool) -> StudyResult:
     """Train/evaluate per seed; pass metric = paired 3-key accuracy difference ManifoldKV − KeyDiff at 85 % eviction
-    with planted directional collisions; the model's own keys at 85 % and the 1-key case are further parts."""
+    on the model's own keys; planted directional collisions and the 1-key case are further parts."""
     torch.set_num_threads(1)
     steps, n_eval, n_tokens = (10, 100, 96) if quick else (300, 1000, 1024)
     per_seed = []
@@ -280,8 +280,7 @@ def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1
     verdict = combine(parts)
     checks: dict = {"planted_acc3_diff_points": d_plant, "acc3_diff_points": d_own, "acc1_diff_points": d_one,
                     "margins_points": {"planted_acc3": m_plant, "acc3": m_own, "acc1": m_one},
-                    "headroom_own_keys": {"best": own_headroom.best, "baseline": own_headroom.baseline,
-                                          "gap": own_headroom.gap}}
+                    "headroom_planted": {"best": headroom.best, "baseline": headroom.baseline, "gap": headroom.gap}}
     for key in col:
         if key.startswith(("acc", "planted_acc", "retention_")):
             checks[key] = mean_ci(col[key])
@@ -289,12 +288,14 @@ def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1
                f"[{d_plant[1]:+.1f}, {d_plant[2]:+.1f}] (margin {m_plant:.1f}; no eviction {headroom.best:.1f}, "
                f"KeyDiff {headroom.baseline:.1f}), own keys {d_own[0]:+.1f} [{d_own[1]:+.1f}, {d_own[2]:+.1f}] "
                f"(no eviction {own_headroom.best:.1f}, KeyDiff {own_headroom.baseline:.1f}); 1-key {d_one[0]:+.1f}")
-    metric = f"3-key accuracy at {e}% eviction with planted directional collisions, ManifoldKV − KeyDiff (points)"
-    return StudyResult(method=METHOD, claim=CLAIM, metric=metric, value=d_plant[0], ci95=(d_plant[1], d_plant[2]),
-                       passed=None, summary=summary, synthetic=True, verdict=verdict, parts=parts, margin=m_plant,
-                       margin_why="2 standard errors over seeds of KeyDiff's accuracy in the same cell, or of the "
-                                  "no-eviction accuracy where that is larger (the experiment's noise)",
-                       headroom=headroom,
+    # The headline is the model's own keys: the planted condition is built to separate the scorers, so it shows
+    # the mechanism rather than how often it matters.
+    metric = f"3-key accuracy at {e}% eviction, the model's own keys, ManifoldKV − KeyDiff (points)"
+    return StudyResult(method=METHOD, claim=CLAIM, metric=metric, value=d_own[0], ci95=(d_own[1], d_own[2]),
+                       passed=None, summary=summary, synthetic=True, verdict=verdict, parts=parts, margin=m_own,
+                       margin_why="2 standard errors over seeds of KeyDiff's accuracy in the same cell (the "
+                                  "experiment's noise); planted cell: or of its no-eviction accuracy where larger",
+                       headroom=own_headroom,
                        data=("synthetic multi-query associative recall (bound key-value tokens in filler), "
                              f"{n_eval} held-out sequences per seed, the model's own keys and planted collinear "
                              f"needle keys (+{PLANT} x |k| along the head's key centroid); real SmolLM2-135M keys on "
