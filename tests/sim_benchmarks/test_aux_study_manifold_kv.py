@@ -29,9 +29,10 @@ def test_manifold_kv_is_judged_at_85_percent_with_planted_collisions_and_no_evic
     assert main(["manifoldkv", "--seeds", "0", "--quick", "--out", str(tmp_path)]) == 0  # the README's spelling
     data = json.loads((tmp_path / "results.json").read_text())
     row = data["per_seed"][0]
-    assert data["value"] == pytest.approx(row["planted_acc3_85_manifold"] - row["planted_acc3_85_keydiff"])
-    assert data["headroom"]["best"] == pytest.approx(row["planted_acc3_full"])
-    assert data["headroom"]["baseline"] == pytest.approx(row["planted_acc3_85_keydiff"])
+    assert data["value"] == pytest.approx(row["acc3_85_manifold"] - row["acc3_85_keydiff"])
+    assert data["headroom"]["best"] == pytest.approx(row["acc3_full"])
+    assert data["headroom"]["baseline"] == pytest.approx(row["acc3_85_keydiff"])
+    assert data["checks"]["headroom_planted"]["best"] == pytest.approx(row["planted_acc3_full"])
     assert data["verdict"] in ("yes", "partly", "no", "inconclusive") and len(data["parts"]) == 3
     # Seeds run as separate processes merge into the same result.
     assert main(["manifold_kv", "--merge", str(tmp_path), "--out", str(tmp_path / "merged")]) == 0
@@ -56,3 +57,30 @@ def test_planted_needle_keys_point_along_the_centroid_so_cosine_drops_them_and_l
         kept_l2 = keep_mask(manifold_scores(k), 19)[needle[:, None, :].expand(-1, k.shape[1], -1)]
         kept_cos = keep_mask(keydiff_scores(k), 19)[needle[:, None, :].expand(-1, k.shape[1], -1)]
         assert kept_l2.float().mean() > 0.9 and kept_cos.float().mean() < 0.1
+
+
+def test_the_planted_condition_trains_its_own_model_with_the_plant_in_place():
+    # A model trained on its own keys cannot read planted keys (no-eviction accuracy near 0), so the planted
+    # condition has a model trained with the plant: its gradient steps see the shifted keys.
+    from sim_benchmarks.studies.aux.manifold_kv import PLANT, train_recall
+
+    plain, _ = train_recall(0, steps=2)
+    planted, _ = train_recall(0, steps=2, plant=PLANT)
+    again, _ = train_recall(0, steps=2, plant=PLANT)
+    p, q, r = (dict(m.named_parameters()) for m in (plain, planted, again))
+    assert any(not torch.equal(p[n], q[n]) for n in p)  # the plant changed the training
+    assert all(torch.equal(q[n], r[n]) for n in q)  # and it is seeded
+
+
+def test_a_baseline_at_zero_on_every_seed_does_not_make_the_margin_zero():
+    from sim_benchmarks.studies.aux.manifold_kv import summarise
+
+    rows = []
+    for seed, full in enumerate((90.0, 94.0, 92.0, 96.0)):
+        rows.append({"seed": seed, "eval_sequences": 100, "acc3_full": 99.0, "acc3_85_manifold": 95.0 + seed % 2,
+                     "acc3_85_keydiff": 85.0 + seed, "acc1_85_manifold": 99.0, "acc1_85_keydiff": 95.0 + seed % 2,
+                     "planted_acc3_full": full, "planted_acc3_85_manifold": full, "planted_acc3_85_keydiff": 0.0})
+    result = summarise(rows)
+    margin = result.checks["margins_points"]["planted_acc3"]
+    assert margin == pytest.approx(2 * np.std([90, 94, 92, 96], ddof=1) / 2)  # the no-eviction noise
+    assert result.verdict == "yes"

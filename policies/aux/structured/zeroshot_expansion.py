@@ -9,8 +9,11 @@ class's semantics so that unseen classes get weights too. The granularity-aware 
 2. *Granularity clustering*: classes (seen and unseen) are clustered on ``s_c``; classes sharing a cluster are
    "similar", the others "distinct".
 3. *Granularity-specific maps*: ``w_c = A s̄_g(c) + B (s_c - s̄_g(c))`` — a coarse map A of the cluster centroid
-   separates distinct classes, a fine map B of the within-cluster residual (re-scaled to unit norm, so the small
-   differences between similar classes are not drowned by what they share) separates similar ones. Training
+   separates distinct classes, a fine map B of the within-cluster residual separates similar ones. The residuals
+   are re-scaled by one common factor (their root-mean-square norm over the classes), so the fine map starts on the
+   coarse map's footing without changing how far apart two classes' residuals are relative to the others'.
+   Re-scaling each residual to unit norm instead (``residual_norm="unit"``, kept for comparison) amplifies the
+   wording noise of a class that sits near its cluster's centroid into a full-size direction. Training
    minimises cross-entropy over seen classes plus a within-cluster cross-entropy and
    ``lambda * mean_k ||W(s_c^k) - W(s_c)||^2`` (the weights must not move when only a nuisance part changes).
 
@@ -39,15 +42,30 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 50) -> 
     return labels
 
 
-def granularity_parts(semantics: torch.Tensor, clusters: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split class semantics [C, D] into (cluster centroid, unit-norm within-cluster residual), each [C, D]."""
+RESIDUAL_NORMS = ("global", "unit")
+
+
+def granularity_parts(semantics: torch.Tensor, clusters: torch.Tensor,
+                      residual_norm: str = "global") -> tuple[torch.Tensor, torch.Tensor]:
+    """Split class semantics [C, D] into (cluster centroid, re-scaled within-cluster residual), each [C, D].
+
+    ``residual_norm``: ``"global"`` divides every residual by the root-mean-square norm of the non-zero residuals
+    (one factor for all classes: their relative sizes are kept); ``"unit"`` scales each residual to unit norm.
+    A singleton cluster's residual stays zero either way.
+    """
+    if residual_norm not in RESIDUAL_NORMS:
+        raise ValueError(f"residual_norm {residual_norm!r} is not one of {RESIDUAL_NORMS}")
     centroid = torch.zeros_like(semantics)
     for g in clusters.unique():
         mask = clusters == g
         centroid[mask] = semantics[mask].mean(0)
     residual = semantics - centroid
     norm = residual.norm(dim=-1, keepdim=True)
-    return centroid, torch.where(norm > 1e-8, residual / norm.clamp_min(1e-8), residual)
+    if residual_norm == "unit":
+        return centroid, torch.where(norm > 1e-8, residual / norm.clamp_min(1e-8), residual)
+    nonzero = norm[norm > 1e-8]
+    rms = nonzero.pow(2).mean().sqrt() if nonzero.numel() else torch.tensor(1.0)
+    return centroid, residual / rms
 
 
 class SharedMap(nn.Module):
@@ -63,16 +81,20 @@ class SharedMap(nn.Module):
 
 
 class GranularityMap(nn.Module):
-    """``w_c = A centroid_g(c) + B residual_c`` (see the module docstring)."""
+    """``w_c = A centroid_g(c) + B residual_c`` (see the module docstring; ``residual_norm`` as in
+    :func:`granularity_parts`)."""
 
-    def __init__(self, sem_dim: int, feat_dim: int) -> None:
+    def __init__(self, sem_dim: int, feat_dim: int, residual_norm: str = "global") -> None:
         super().__init__()
+        if residual_norm not in RESIDUAL_NORMS:
+            raise ValueError(f"residual_norm {residual_norm!r} is not one of {RESIDUAL_NORMS}")
+        self.residual_norm = residual_norm
         self.coarse = nn.Linear(sem_dim, feat_dim, bias=False)
         self.fine = nn.Linear(sem_dim, feat_dim, bias=False)
 
     def weights(self, semantics: torch.Tensor, clusters: torch.Tensor) -> torch.Tensor:
         """Classifier weights [C, F] of classes with semantics [C, D] and cluster labels [C]."""
-        centroid, residual = granularity_parts(semantics, clusters)
+        centroid, residual = granularity_parts(semantics, clusters, self.residual_norm)
         return self.coarse(centroid) + self.fine(residual)
 
 

@@ -9,6 +9,8 @@ answered. At 50 % eviction every scorer is near the no-eviction score (no headro
 Two cache conditions: the model's own keys, and *planted directional collisions*: every pair position's key gets
 ``PLANT × ‖k‖`` added along its head's key centroid, so needles point almost along the centroid (cosine near 1:
 KeyDiff's least-kept) while lying far from it in L2 (ManifoldKV's most-kept) -- the case the method is built for.
+The planted condition has its own model, trained with the plant in place: a model trained on its own keys cannot
+read planted keys at all (no-eviction 3-key accuracy 0.1 % on seed 0), which left that condition without headroom.
 The no-eviction accuracy of each condition is its headroom.
 Part B (real): SmolLM2-135M keys on ~1 k-token prompts of Python reference prose with three passkey sentences;
 retention = share of passkey-digit cache entries kept, over all 30 layers × 3 KV heads, at 25, 50 and 85 %
@@ -92,13 +94,19 @@ def query_isolation(cfg: TinyGPTConfig) -> torch.Tensor:
     return m.expand(1, cfg.n_layers, 1, t, t)
 
 
-def logits_for(model: TinyGPT, data: RecallData, s: dict[str, torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+def logits_for(model: TinyGPT, data: RecallData, s: dict[str, torch.Tensor], mask: torch.Tensor,
+               shift: torch.Tensor | None = None) -> torch.Tensor:
     x = data.embed(s["fill"], s["pos"], s["keys"], s["vals"], s["q_keys"])
-    return model(embeds=x, head_mask=mask).logits[:, CTX:, N_FILL + N_KEYS:N_FILL + N_KEYS + N_VALS]
+    return model(embeds=x, head_mask=mask, key_shift=shift).logits[:, CTX:, N_FILL + N_KEYS:N_FILL + N_KEYS + N_VALS]
 
 
-def train_recall(seed: int, steps: int) -> tuple[TinyGPT, RecallData]:
-    """Train a 2-layer d=64 model on the recall task (full attention) and return it."""
+def train_recall(seed: int, steps: int, plant: float = 0.0) -> tuple[TinyGPT, RecallData]:
+    """Train a 2-layer d=64 model on the recall task (full attention) and return it.
+
+    ``plant`` > 0 trains with planted directional collisions (:func:`collinear_plant`, recomputed from the current
+    weights for every batch and held constant in the backward pass), so the model learns to read needle keys that
+    lie along its key centroid.
+    """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     cfg = TinyGPTConfig(vocab=N_FILL + N_KEYS + N_VALS + 1, d_model=64, n_layers=2, n_heads=4, max_len=CTX + QUERIES)
@@ -108,7 +116,8 @@ def train_recall(seed: int, steps: int) -> tuple[TinyGPT, RecallData]:
     mask = query_isolation(cfg)
     for _ in range(steps):
         s = sample(64, rng)
-        loss = F.cross_entropy(logits_for(model, data, s, mask).reshape(-1, N_VALS), s["answer"].reshape(-1))
+        shift = collinear_plant(model, data, s, plant) if plant > 0 else None
+        loss = F.cross_entropy(logits_for(model, data, s, mask, shift).reshape(-1, N_VALS), s["answer"].reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -210,18 +219,20 @@ def passkey_retention(seed: int, n_tokens: int) -> dict[str, float]:
 
 def run(seeds: list[int], quick: bool) -> StudyResult:
     """Train/evaluate per seed; pass metric = paired 3-key accuracy difference ManifoldKV − KeyDiff at 85 % eviction
-    with planted directional collisions; the model's own keys at 85 % and the 1-key case are further parts."""
+    on the model's own keys; planted directional collisions and the 1-key case are further parts."""
     torch.set_num_threads(1)
     steps, n_eval, n_tokens = (10, 100, 96) if quick else (300, 1000, 1024)
     per_seed = []
     for seed in seeds:
         t0 = time.perf_counter()
-        model, data = train_recall(seed, steps)
+        own = train_recall(seed, steps)
+        planted_model, planted_data = train_recall(seed, steps, PLANT)
         rng = np.random.default_rng(10_000 + seed)
         s = sample(n_eval, rng)
-        planted = collinear_plant(model, data, s, PLANT)
+        planted = collinear_plant(planted_model, planted_data, s, PLANT)
         row: dict[str, float] = {"seed": seed, "train_steps": steps, "eval_sequences": n_eval}
-        for cond, shift in (("", None), ("planted_", planted)):
+        conditions = (("", own, None), ("planted_", (planted_model, planted_data), planted))
+        for cond, (model, data), shift in conditions:
             cells = [("full", 0.0)] + [(sc, e) for e in (0.5, EVICT) for sc in SCORERS]
             for scorer, evict in cells:
                 ok = evict_and_answer(model, data, s, "manifold" if scorer == "full" else scorer, evict, rng, shift)
@@ -248,8 +259,9 @@ def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1
     d_own = diff(f"acc3_{e}_{{scorer}}")
     d_one = diff(f"acc1_{e}_{{scorer}}")
     # Margins: 2 standard errors over seeds of KeyDiff's own accuracy in the same cell (the experiment's noise; the
-    # paper's +15 points on 3-key NIAH are on a different model and task).
-    m_plant = noise_margin(col[f"planted_acc3_{e}_keydiff"])
+    # paper's +15 points on 3-key NIAH are on a different model and task). With planted collisions KeyDiff can sit
+    # at 0 % on every seed (no spread), so that cell's margin is at least the seed noise of its no-eviction score.
+    m_plant = max(noise_margin(col[f"planted_acc3_{e}_keydiff"]), noise_margin(col["planted_acc3_full"]))
     m_own = noise_margin(col[f"acc3_{e}_keydiff"])
     m_one = noise_margin(col[f"acc1_{e}_keydiff"])
     headroom = Headroom(best=float(col["planted_acc3_full"].mean()),
@@ -268,8 +280,7 @@ def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1
     verdict = combine(parts)
     checks: dict = {"planted_acc3_diff_points": d_plant, "acc3_diff_points": d_own, "acc1_diff_points": d_one,
                     "margins_points": {"planted_acc3": m_plant, "acc3": m_own, "acc1": m_one},
-                    "headroom_own_keys": {"best": own_headroom.best, "baseline": own_headroom.baseline,
-                                          "gap": own_headroom.gap}}
+                    "headroom_planted": {"best": headroom.best, "baseline": headroom.baseline, "gap": headroom.gap}}
     for key in col:
         if key.startswith(("acc", "planted_acc", "retention_")):
             checks[key] = mean_ci(col[key])
@@ -277,11 +288,14 @@ def summarise(per_seed: list[dict], n_eval: int | None = None, n_tokens: int = 1
                f"[{d_plant[1]:+.1f}, {d_plant[2]:+.1f}] (margin {m_plant:.1f}; no eviction {headroom.best:.1f}, "
                f"KeyDiff {headroom.baseline:.1f}), own keys {d_own[0]:+.1f} [{d_own[1]:+.1f}, {d_own[2]:+.1f}] "
                f"(no eviction {own_headroom.best:.1f}, KeyDiff {own_headroom.baseline:.1f}); 1-key {d_one[0]:+.1f}")
-    metric = f"3-key accuracy at {e}% eviction with planted directional collisions, ManifoldKV − KeyDiff (points)"
-    return StudyResult(method=METHOD, claim=CLAIM, metric=metric, value=d_plant[0], ci95=(d_plant[1], d_plant[2]),
-                       passed=None, summary=summary, synthetic=True, verdict=verdict, parts=parts, margin=m_plant,
+    # The headline is the model's own keys: the planted condition is built to separate the scorers, so it shows
+    # the mechanism rather than how often it matters.
+    metric = f"3-key accuracy at {e}% eviction, the model's own keys, ManifoldKV − KeyDiff (points)"
+    return StudyResult(method=METHOD, claim=CLAIM, metric=metric, value=d_own[0], ci95=(d_own[1], d_own[2]),
+                       passed=None, summary=summary, synthetic=True, verdict=verdict, parts=parts, margin=m_own,
                        margin_why="2 standard errors over seeds of KeyDiff's accuracy in the same cell (the "
-                                  "experiment's noise)", headroom=headroom,
+                                  "experiment's noise); planted cell: or of its no-eviction accuracy where larger",
+                       headroom=own_headroom,
                        data=("synthetic multi-query associative recall (bound key-value tokens in filler), "
                              f"{n_eval} held-out sequences per seed, the model's own keys and planted collinear "
                              f"needle keys (+{PLANT} x |k| along the head's key centroid); real SmolLM2-135M keys on "
