@@ -23,6 +23,7 @@ from torch import nn
 from policies.streaming.im2col_net import _hwc_to_chw, _ln_rows, im2col_rows
 from policies.streaming.kernels import FASTMATH
 from policies.streaming.numba_net import layer_norm_lrelu, lrelu_ln_backward
+from policies.streaming.numba_spr import parameter_views
 
 # Patch order. The first layer reads the (C, H, W) observation in torch's (C, kH, kW) patch order (runs of k
 # floats); every later convolution reads position-major (H, W, C) activations, where the (kH, kW, C) order makes
@@ -214,15 +215,6 @@ def _blocks_of(encoder: nn.Module) -> list[nn.Conv2d]:
     return convs
 
 
-def _weight_views(module: nn.Module) -> list[np.ndarray]:
-    """Live numpy views of a module's parameters; conv weights as (out channels, C·k·k)."""
-    out = []
-    for p in module.parameters():
-        a = p.detach().numpy()
-        out.append(a.reshape(a.shape[0], -1) if a.ndim == 4 else a)
-    return out
-
-
 class _EncoderPass:
     """Buffers of one encoder pass over ``rows`` frames (patches, pre-norm outputs, normalised outputs,
     activations, 1/std), kept for the reverse pass."""
@@ -266,12 +258,12 @@ class Im2colSPRLoss:
             self.geometry.append((k, s, in_c, conv.out_channels, h, w))
             in_c = conv.out_channels
         self.lat = (h, w, in_c)  # the latent, position-major
-        self.enc_w = _weight_views(encoder)  # [W1, b1, W2, b2, ...], convs as (C', C·k·k) in torch's order
-        self.tenc_w = _weight_views(target_encoder)
-        self.trans_w = _weight_views(transition)  # W1 (C, (C+A)·k·k), b1, W2 (C, C·k·k), b2
-        self.proj_w = _weight_views(projection)  # (dim, C·H·W) in torch's flatten order, bias
-        self.pred_w = _weight_views(predictor)
-        self.tproj_w = _weight_views(target_projection)
+        self.enc_w = parameter_views(encoder)  # [W1, b1, W2, b2, ...], convs as (C', C·k·k) in torch's order
+        self.tenc_w = parameter_views(target_encoder)
+        self.trans_w = parameter_views(transition)  # W1 (C, (C+A)·k·k), b1, W2 (C, C·k·k), b2
+        self.proj_w = parameter_views(projection)  # (dim, C·H·W) in torch's flatten order, bias
+        self.pred_w = parameter_views(predictor)
+        self.tproj_w = parameter_views(target_projection)
         modules = (encoder, transition, projection, predictor)
         self.flat = [np.zeros(sum(p.numel() for p in m.parameters()), np.float32) for m in modules]
         self.grads: list[np.ndarray] = []  # views of self.flat shaped like the weight views above

@@ -204,7 +204,7 @@ def _spr_loss_grad(obs, actions, n_actions, enc_k, enc_stride, lat_c, lat_h, lat
     return loss
 
 
-def _views(module: nn.Module) -> list[np.ndarray]:
+def parameter_views(module: nn.Module) -> list[np.ndarray]:
     """Live numpy views of a module's parameters; conv weights as (out channels, C·k·k)."""
     arrays = []
     for p in module.parameters():
@@ -236,8 +236,9 @@ class NumbaSPRLoss:
         self.n_actions = int(transition.n_actions)
         self.latent_shape = tuple(int(d) for d in latent_shape)
         self.slope, self.eps = float(encoder.net[2].negative_slope), 1e-5
-        self.online = [*_views(encoder), *_views(transition), *_views(projection), *_views(predictor)]
-        self.target = [*_views(target_encoder), *_views(target_projection)]
+        self.online = [*parameter_views(encoder), *parameter_views(transition), *parameter_views(projection),
+                       *parameter_views(predictor)]
+        self.target = [*parameter_views(target_encoder), *parameter_views(target_projection)]
         modules = (encoder, transition, projection, predictor)
         self.flat = [np.zeros(sum(p.numel() for p in m.parameters()), np.float32) for m in modules]
         self.grads: list[np.ndarray] = []

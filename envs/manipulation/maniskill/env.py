@@ -68,6 +68,19 @@ def _rotation(quat_wxyz: np.ndarray) -> np.ndarray:
                      [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
+def adapter_spaces(image_size: int) -> tuple[spaces.Dict, spaces.Box]:
+    """The observation and action spaces every ManiSkill3 adapter exposes: Embodia's observation dict at
+    ``image_size``² and SIMPLER's 7-D end-effector delta (position, rotation, gripper)."""
+    n = int(image_size)
+    observation = spaces.Dict({
+        "image": spaces.Box(0, 255, (n, n, 3), np.uint8),
+        "instruction": spaces.Text(max_length=128, min_length=1, charset=INSTRUCTION_CHARSET),
+        "ee_state": spaces.Box(-10.0, 10.0, (6,), np.float32),
+    })
+    hi = np.array([POS_BOUND] * 3 + [ROT_BOUND] * 3 + [1.0], np.float32)
+    return observation, spaces.Box(-hi, hi, dtype=np.float32)
+
+
 class ManiSkillEnv(gym.Env):
     """One ManiSkill3 tabletop task as an Embodia manipulation env (``reset(seed=s)`` fixes the episode)."""
 
@@ -92,13 +105,7 @@ class ManiSkillEnv(gym.Env):
                              sim_backend="physx_cpu", render_backend="sapien_cpu", render_mode="rgb_array",
                              sensor_configs={"width": n, "height": n}, max_episode_steps=self.config.max_steps)
         self.unwrapped_ms = self._env.unwrapped
-        self.observation_space = spaces.Dict({
-            "image": spaces.Box(0, 255, (n, n, 3), np.uint8),
-            "instruction": spaces.Text(max_length=128, min_length=1, charset=INSTRUCTION_CHARSET),
-            "ee_state": spaces.Box(-10.0, 10.0, (6,), np.float32),
-        })
-        hi = np.array([POS_BOUND] * 3 + [ROT_BOUND] * 3 + [1.0], np.float32)
-        self.action_space = spaces.Box(-hi, hi, dtype=np.float32)
+        self.observation_space, self.action_space = adapter_spaces(n)
         self._closed = False
         self._used = False  # the scene has run an episode since it was built
         self._last_image: np.ndarray | None = None

@@ -20,14 +20,13 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from envs.config import Options, option
 from envs.errors import ConfigError, choice_error
-from envs.manipulation.env import INSTRUCTION_CHARSET, MOVED
+from envs.manipulation.env import MOVED
 from envs.manipulation.lookalikes import library_lookalikes
 from envs.manipulation.maniskill import driver
-from envs.manipulation.maniskill.env import POS_BOUND, ROT_BOUND, ManiSkillEnv, _numpy, yaw_of
+from envs.manipulation.maniskill.env import ManiSkillEnv, _numpy, adapter_spaces, yaw_of
 from envs.manipulation.objects import CATEGORIES, LIBRARY, SPLITS, ObjectInstance, instances, make_texture
 from envs.manipulation.tasks import TaskSpec, instruction
 from envs.registration import merged_options
@@ -116,13 +115,7 @@ class PersonalizedManiSkillEnv(ManiSkillEnv):
                              num_envs=1, sim_backend="physx_cpu", render_backend="sapien_cpu",
                              render_mode="rgb_array", image_size=n, max_episode_steps=cfg.max_steps)
         self.unwrapped_ms = self._env.unwrapped
-        self.observation_space = spaces.Dict({
-            "image": spaces.Box(0, 255, (n, n, 3), np.uint8),
-            "instruction": spaces.Text(max_length=128, min_length=1, charset=INSTRUCTION_CHARSET),
-            "ee_state": spaces.Box(-10.0, 10.0, (6,), np.float32),
-        })
-        hi = np.array([POS_BOUND] * 3 + [ROT_BOUND] * 3 + [1.0], np.float32)
-        self.action_space = spaces.Box(-hi, hi, dtype=np.float32)
+        self.observation_space, self.action_space = adapter_spaces(n)
         self._closed = False
         self._used = True  # every reset rebuilds the scene: each episode holds other meshes
         self._last_image: np.ndarray | None = None
