@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks import registry
 from sim_benchmarks.executors import EXECUTORS, make_executor
@@ -17,7 +18,6 @@ from sim_benchmarks.leaderboard import write_leaderboard
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.store import ResultsStore
 from sim_benchmarks.summary import build_summary
-from sim_benchmarks.train_log import write_json_atomic
 
 # Bounds on what one run may ask for: the job list is built in memory, and every worker is a process.
 MAX_EPISODES = 200_000  # tasks x policies x episodes

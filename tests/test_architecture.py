@@ -96,6 +96,17 @@ def test_no_import_cycle():
     assert cycles == []
 
 
+# The shared floor: errors, options, paths and caches, atomic writes, statistics. Every layer may import these, so
+# they import nothing of the project but each other (importing one never loads an environment).
+FLOOR = {"envs.errors", "envs.config", "envs.paths", "envs.atomic_io", "envs.statistics", "envs.cache_files",
+         "envs.build_processes", "envs.weights"}
+
+
+def test_the_shared_floor_imports_only_itself():
+    assert all(m in MODULES for m in FLOOR)
+    assert sorted(f"{m} -> {t}" for m in FLOOR for t in GRAPH[m] if t not in FLOOR | {"envs"}) == []
+
+
 def test_aux_methods_depend_on_torch_and_numpy_only():
     bad = []
     for name, path in MODULES.items():

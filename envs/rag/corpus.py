@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from envs.atomic_io import atomic_path, write_text_atomic
 from envs.build_processes import map_in_processes
 from envs.cache_files import read_npz
 from envs.errors import ConfigError, choice_error
+from envs.paths import data_cache
 
 CORPUS_VERSION = "vimrag-corpus/2"
 IMAGE_SIZE = 112  # rendered pixels per side; readers resample to their own input size
@@ -483,9 +484,8 @@ def _make_questions(runs: list[_Run], cat_of: dict, split_of: dict[str, str],
 
 # ---------------------------------------------------------------------------------------------- cache
 def cache_root() -> Path:
-    """Generated data lives here (``EMBODIA_DATA_CACHE`` or ``<repo>/.cache``), never in git."""
-    root = os.environ.get("EMBODIA_DATA_CACHE") or str(Path(__file__).resolve().parents[2] / ".cache")
-    return Path(root) / "vimrag"
+    """The VimRAG corpora's folder in the data cache (:func:`envs.paths.data_cache`)."""
+    return data_cache() / "vimrag"
 
 
 def corpus_dir(seed: int) -> Path:
@@ -498,15 +498,12 @@ def corpus_dir(seed: int) -> Path:
 def save_corpus(corpus: Corpus, folder: Path) -> None:
     """Write ``corpus.json`` (texts, questions) and ``pixels.npz``; the json goes last (it marks completeness)."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"pixels.{os.getpid()}.tmp.npz"
-    np.savez_compressed(tmp, pixels=corpus.pixels)
-    tmp.replace(folder / "pixels.npz")
+    with atomic_path(folder / "pixels.npz") as tmp:
+        np.savez_compressed(tmp, pixels=corpus.pixels)
     blob = {"version": CORPUS_VERSION, "seed": corpus.seed,
             "documents": [asdict(d) for d in corpus.documents], "images": [asdict(i) for i in corpus.images],
             "questions": [asdict(q) for q in corpus.questions]}
-    tmp_json = folder / f"corpus.{os.getpid()}.tmp.json"
-    tmp_json.write_text(json.dumps(blob))
-    tmp_json.replace(folder / "corpus.json")
+    write_text_atomic(folder / "corpus.json", json.dumps(blob))
 
 
 def load_corpus_files(folder: Path) -> Corpus:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.atomic_io import atomic_path
 from envs.errors import ConfigError
 from envs.rag.corpus import IMAGE_KINDS, Question, answer_vocabulary, fitting_half, sample_by_type
 from perception.visual_tokens import GRID_LEVELS
@@ -296,7 +297,6 @@ def load_or_train_reader(kb: KnowledgeBase, folder: Path, seed: int = 0) -> Visu
         if path.exists():
             return load_reader(kb, path)
         net = train_reader(kb, seed)
-        tmp = path.with_suffix(".tmp")
-        torch.save(net.state_dict(), tmp)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            torch.save(net.state_dict(), tmp)
     return VisualReader(kb, net.eval())

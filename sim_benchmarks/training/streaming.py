@@ -24,6 +24,7 @@ import torch
 from agents.streaming import LEARNERS
 from agents.streaming.loop import StreamingLoop
 from envs.arcade import make_arcade_env, split_name
+from envs.atomic_io import atomic_path
 from envs.config import check_range, coerce
 from envs.errors import ConfigError, choice_error
 from policies.streaming.representation import representation_stats
@@ -162,9 +163,8 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
         records.append(record)
 
     def on_checkpoint() -> None:
-        tmp = ckpt_path.with_name(CHECKPOINT + ".tmp")
-        torch.save({"identity": identity, "loop": loop.state_dict()}, tmp)
-        tmp.replace(ckpt_path)
+        with atomic_path(ckpt_path) as tmp:
+            torch.save({"identity": identity, "loop": loop.state_dict()}, tmp)
         plot_learning_curve(records, out_dir / "learning_curve.png", title)
 
     t0 = time.perf_counter()
