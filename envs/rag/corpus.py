@@ -12,7 +12,6 @@ the seed when missing. See ``docs/vimrag_dataset.md`` for the dataset card.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -22,7 +21,7 @@ import numpy as np
 
 from envs.atomic_io import atomic_path, write_text_atomic
 from envs.build_processes import map_in_processes
-from envs.cache_files import read_npz
+from envs.cache_files import load_or_build, read_npz
 from envs.errors import ConfigError, choice_error
 from envs.paths import data_cache
 
@@ -541,14 +540,14 @@ def load_corpus(seed: int = 0, folder: str | Path | None = None) -> Corpus:
             raise ConfigError(f"no vimrag corpus at {str(folder)!r} (corpus.json missing)")
         return load_corpus_files(Path(folder))
     target = corpus_dir(seed)
-    if (target / "corpus.json").exists():
+
+    def build() -> Corpus:
+        t0 = time.perf_counter()
+        save_corpus(generate_corpus(seed), target)
+        (target / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - t0}))
         return load_corpus_files(target)
+
     target.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".lock_seed{int(seed)}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel eval workers: the first builds, the rest reuse
-        if not (target / "corpus.json").exists():
-            t0 = time.perf_counter()
-            corpus = generate_corpus(seed)
-            save_corpus(corpus, target)
-            (target / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - t0}))
-    return load_corpus_files(target)
+    # parallel eval workers: the first builds, the rest reuse
+    return load_or_build(target.parent / f".lock_seed{int(seed)}",
+                         lambda: load_corpus_files(target) if (target / "corpus.json").exists() else None, build)

@@ -50,3 +50,4 @@ def test_cache_locations_follow_their_variables(monkeypatch, tmp_path):
         assert where() == tmp_path / var
         monkeypatch.delenv(var)
         assert where() != tmp_path / var
+
