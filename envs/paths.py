@@ -1,15 +1,53 @@
-"""Where the project's own files live: the one place that locates ``checkpoints/`` (independent of the working
-directory, so every command finds the shipped weights from anywhere)."""
+"""Where the project's files live: ``checkpoints/`` (independent of the working directory, so every command finds
+the shipped weights from anywhere) and the caches that first use builds, each movable by one environment variable.
+
+| cache | variable | default |
+| --- | --- | --- |
+| converted models (SmolLM2) | ``EMBODIA_CACHE`` | a per-user temporary folder |
+| procedural meshes and textures | ``EMBODIA_MESH_CACHE`` | a per-user temporary folder |
+| generated data (the VimRAG corpus) | ``EMBODIA_DATA_CACHE`` | ``<repo>/.cache`` (git-ignored) |
+| the software Vulkan driver (ManiSkill) | ``EMBODIA_VULKAN_DIR`` | ``<repo>/.venv/vulkan`` |
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 from pathlib import Path
 
 from envs.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "checkpoints"
+
+
+def _user_temp(name: str) -> Path:
+    # Per user: a shared machine's users never write into each other's cache.
+    return Path(tempfile.gettempdir()) / f"{name}_{os.getuid()}"
+
+
+def model_cache() -> Path:
+    """Where converted models are kept between runs (``EMBODIA_CACHE``)."""
+    return Path(os.environ.get("EMBODIA_CACHE") or _user_temp("embodia_cache"))
+
+
+def mesh_cache() -> Path:
+    """Where generated meshes and textures are kept (``EMBODIA_MESH_CACHE``)."""
+    return Path(os.environ.get("EMBODIA_MESH_CACHE") or _user_temp("embodia_meshes"))
+
+
+def data_cache() -> Path:
+    """Where generated data sets are kept (``EMBODIA_DATA_CACHE``), never in git."""
+    return Path(os.environ.get("EMBODIA_DATA_CACHE") or ROOT / ".cache")
+
+
+VULKAN_DEFAULT = ROOT / ".venv" / "vulkan"  # where `make setup` unpacks the driver
+
+
+def vulkan_dir() -> Path:
+    """Where the software Vulkan driver is (or will be) unpacked (``EMBODIA_VULKAN_DIR``)."""
+    return Path(os.environ.get("EMBODIA_VULKAN_DIR") or VULKAN_DEFAULT)
 
 
 def sha256_file(path: Path) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_bytes_atomic
 from envs.errors import ConfigError
 from envs.paths import sha256_file
 
@@ -41,9 +42,7 @@ def write_weights(payload: Mapping[str, Any], path: str | Path, what: str, sidec
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()  # torch.save names its archive after the file: a buffer keeps the bytes name-independent
     torch.save(dict(payload), buf)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
+    write_bytes_atomic(path, buf.getvalue())
     digest = sha256_file(path)
     if sidecar:
         path.with_name(path.name + ".sha256").write_text(f"{digest}  {path.name}\n")

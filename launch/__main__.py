@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 
-import launch
+from launch.cli import commands
 from sim_benchmarks.cli import main_guard
-
-_NOT_COMMANDS = {"cli", "__main__", "files", "launch_file", "ros2_grammar"}
-
-
-def commands() -> list[str]:
-    """Subcommands: every launch module with a ``main``."""
-    return sorted(m.name for m in pkgutil.iter_modules(launch.__path__) if m.name not in _NOT_COMMANDS
-                  and not m.name.startswith("_"))
 
 
 @main_guard

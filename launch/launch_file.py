@@ -30,6 +30,7 @@ from xml.parsers import expat
 import yaml
 
 from envs.errors import ConfigError
+from launch.cli import commands
 from launch.ros2_grammar import GrammarError, Substitution, parse_template
 
 ATTRIBUTES = {
@@ -405,8 +406,6 @@ def _node(scope: _Scope, el: Element) -> NodeAction:
     pkg = scope.substitute(attrs["pkg"], el.where)
     if pkg not in PACKAGES:
         raise ConfigError(f"{el.where}: node pkg {pkg!r} is unknown; valid: {', '.join(PACKAGES)}")
-    from launch.__main__ import commands
-
     exe = scope.substitute(attrs["exec"], el.where)
     if exe not in commands():
         raise ConfigError(f"{el.where}: node exec {exe!r} is unknown; valid: {', '.join(commands())}")

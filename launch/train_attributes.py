@@ -28,8 +28,10 @@ import numpy as np
 import torch
 
 from agents.attribute_scenes import SceneConfig, collect_scenes, object_cells
+from envs.atomic_io import atomic_path, write_json_atomic
 from envs.errors import ConfigError
 from envs.manipulation.tasks import GENERIC_TASKS
+from envs.statistics import wilson_ci
 from launch.cli import ArgumentParser, main_guard, require_positive
 from policies.vla.attributes import (
     AttributeConfig,
@@ -40,10 +42,9 @@ from policies.vla.attributes import (
     save_attributes,
     train_attributes,
 )
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.progress import progress_bar
 from sim_benchmarks.results_folder import FolderLock, check_out_dir
-from sim_benchmarks.train_log import TrainLog, write_json_atomic
+from sim_benchmarks.train_log import TrainLog
 
 TEST_SEED_OFFSET = 700_000  # held-out test-split scenes get seeds no training scene uses
 
@@ -52,9 +53,8 @@ def _block(args: tuple[SceneConfig, Path]) -> Path:
     cfg, path = args
     if not path.is_file():  # a finished block of an interrupted run is reused as is
         data = collect_scenes(cfg)
-        tmp = path.with_name(path.stem + ".tmp.npz")
-        np.savez(tmp, **data)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            np.savez(tmp, **data)
     return path
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from envs.manipulation.tasks import GENERIC_TASKS
 from launch.cli import ArgumentParser, main_guard
@@ -43,7 +44,7 @@ from policies.vla.localiser import (
 )
 from sim_benchmarks.progress import progress_bar
 from sim_benchmarks.results_folder import FolderLock, check_out_dir
-from sim_benchmarks.train_log import TrainLog, write_json_atomic
+from sim_benchmarks.train_log import TrainLog
 
 CAMERA_PX = 112  # image-position errors are reported in pixels of the 224² camera image ([-1, 1] spans 224 px)
 

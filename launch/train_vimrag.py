@@ -13,7 +13,6 @@ dev kept), showing a progress bar (plain progress lines when stderr is not a ter
 from __future__ import annotations
 
 import datetime
-import json
 import shlex
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from envs.atomic_io import atomic_path, write_json_atomic
 from envs.errors import ConfigError
 from launch.cli import ArgumentParser, main_guard
 from sim_benchmarks.progress import progress_bar, progress_enabled
@@ -59,9 +59,7 @@ def _write_manifest(out: Path, entry: dict[str, Any], files: dict[str, Path]) ->
         manifest["files"][name] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     manifest["command"] = entry["command"]
     manifest.setdefault("training", {}).update(entry["training"])
-    tmp = out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    tmp.replace(out / "manifest.json")
+    write_json_atomic(out / "manifest.json", manifest)
     return manifest
 
 
@@ -127,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     t_reader = time.perf_counter() - t0 - t_kb
     args.out.mkdir(parents=True, exist_ok=True)
     reader_file = reader_path(args.out, args.reader_seed)
-    tmp = reader_file.with_suffix(".tmp")
-    torch.save(net.state_dict(), tmp)
-    tmp.replace(reader_file)
+    with atomic_path(reader_file) as tmp:
+        torch.save(net.state_dict(), tmp)
 
     where = args.corpus_dir if args.corpus_dir is not None else corpus_dir(args.corpus_seed)
     stack = Stack(kb, RetrievalTools(kb), VisualReader(kb, net.eval()), Path(where), args.reader_seed,

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks import registry
 from sim_benchmarks.executors import EXECUTORS, make_executor
@@ -17,7 +18,6 @@ from sim_benchmarks.leaderboard import write_leaderboard
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.store import ResultsStore
 from sim_benchmarks.summary import build_summary
-from sim_benchmarks.train_log import write_json_atomic
 
 # Bounds on what one run may ask for: the job list is built in memory, and every worker is a process.
 MAX_EPISODES = 200_000  # tasks x policies x episodes
@@ -43,16 +43,13 @@ class EvalConfig:
 
 def resolve_env(env: str) -> tuple[registry.SuiteSpec, list[str]]:
     """``suite``, ``suite/task`` or ``suite:task`` → the suite and its selected tasks."""
-    all_suites = registry.suites()
+    names = registry.suite_names()  # the table: nothing is imported until the suite is known
     name, sep, task = env.partition("/")
-    if not sep and ":" in env and env.split(":", 1)[0] in all_suites:
+    if not sep and ":" in env and env.split(":", 1)[0] in names:
         name, _, task = env.partition(":")
-    if name not in all_suites:
-        hint = ""
-        if name in registry.unavailable():
-            hint = f" (suite module present but not importable: {registry.unavailable()[name]})"
-        raise ConfigError(str(choice_error("env", env, list(all_suites))) + hint)
-    suite = all_suites[name]
+    if name not in names:
+        raise choice_error("env", env, names)
+    suite = registry.suite(name)  # imports only the modules that assemble this suite
     if not task:
         return suite, list(suite.default_tasks or suite.tasks)
     if task not in suite.tasks:
@@ -174,12 +171,11 @@ def check_buildable(suite: registry.SuiteSpec, tasks: list[str], names: list[str
     assert first is not None
     task, env = first
     try:
-        policies = registry.policies()
         for name in names:
             ctx = registry.PolicyContext(suite=suite.name, task=task, policy=name, seed=cfg.seed, env=env,
                                          options=dict(cfg.policy_options))
             try:
-                policies[name].factory(ctx)
+                registry.policy(name, suite.name).factory(ctx)
             except ConfigError:
                 raise
             except (ValueError, TypeError, KeyError) as exc:

@@ -40,11 +40,11 @@ class EpisodeWorker:
         from sim_benchmarks import registry
 
         self.close()
-        suite = registry.suites()[job.suite]
+        suite = registry.suite(job.suite)
         env = suite.make_env(job.task, dict(job.env_options))
         ctx = registry.PolicyContext(suite=job.suite, task=job.task, policy=job.policy,
                                      seed=job.policy_seed, env=env, options=dict(job.policy_options))
-        self._policy = registry.policies()[job.policy].factory(ctx)
+        self._policy = registry.policy(job.policy, job.suite).factory(ctx)
         self._env, self._key = env, job.worker_key
 
     def run(self, job: EpisodeJob) -> dict[str, Any]:
@@ -53,7 +53,7 @@ class EpisodeWorker:
         from sim_benchmarks import registry
 
         self._prepare(job)
-        suite = registry.suites()[job.suite]
+        suite = registry.suite(job.suite)
         out = run_episode(self._env, self._policy, job.env_seed, job.policy_seed, max_steps=suite.max_steps,
                           record=job.record_video, episode_metrics=suite.episode_metrics, episode=job.episode)
         record: dict[str, Any] = {

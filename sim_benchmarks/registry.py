@@ -1,159 +1,152 @@
-"""Name → factory registry for evaluation suites, policies and training families.
+"""The registry: a table of what can be run, and the specs registered from it.
 
-Suite modules under ``sim_benchmarks/suites/`` register themselves when imported; :func:`load_all` imports every
-module there (no central list). A suite module may fail to import when its optional extra is not installed: that
-suite is then listed as unavailable with the reason instead of breaking the whole CLI.
+:data:`SUITE_MODULES` names, for every suite, the modules under ``sim_benchmarks/suites/`` that assemble it (the one
+declaring the suite first, then those offering more policies for it); :data:`TRAINER_MODULES` does the same for the
+training families. A run imports only the modules its suite needs (``launch.eval --env personalized_simpler`` does
+not load the VimRAG or ToolPro lines); ``--list`` and :func:`load_all` import them all. Each module declares its
+specs in ``SPECS`` (:mod:`sim_benchmarks.specs`) and never imports the registry, so there is no import cycle and no
+import-order dependence: the table's order is the registration order. A module that fails to import (an optional
+extra is missing) makes its suites unavailable, with the reason, instead of breaking the whole CLI.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-import gymnasium as gym
+from envs.errors import ConfigError, choice_error
+from sim_benchmarks.specs import PolicyContext, PolicyExtension, PolicySpec, Spec, SuiteSpec, TrainerSpec
 
-from envs.errors import ConfigError
+__all__ = ["PolicyContext", "PolicyExtension", "PolicySpec", "SuiteSpec", "TrainerSpec"]
 
+PACKAGE = "sim_benchmarks.suites"
 
-@dataclass(frozen=True)
-class PolicyContext:
-    """What a policy factory is told when a worker builds a policy for one (suite, task)."""
-
-    suite: str
-    task: str
-    policy: str
-    seed: int
-    env: gym.Env  # privileged policies (oracles, scripted experts) may read simulator state through it
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SuiteSpec:
-    """An evaluation suite: tasks, how to build each task's env, and run defaults."""
-
-    name: str
-    description: str
-    tasks: Mapping[str, str]  # task name -> one-line description
-    make_env: Callable[[str, Mapping[str, Any]], gym.Env]  # (task, options) -> env
-    default_policies: tuple[str, ...]
-    default_episodes: int = 10
-    default_workers: int = 1  # the main job's suite sets 2 so `make eval` uses both cores
-    max_steps: int | None = None  # runner's step cap; the env's own truncation normally comes first
-    # Maps (final info, episode return, steps) to the record's metrics; default reads info["success"] etc.
-    episode_metrics: Callable[[dict[str, Any], float, int], dict[str, Any]] | None = None
-    # Tasks a bare ``--env <suite>`` runs (empty: all of them); the others run when named (``--env <suite>/<task>``).
-    default_tasks: tuple[str, ...] = ()
-    # The typed ``--env-option`` dataclass (an ``envs.config.Options``): validated before a run writes anything and
-    # printed by ``--list``.
-    options_type: type | None = None
-    # ``--policy-option`` values this suite's runs start from (the user's own win), e.g. which trained checkpoint
-    # its generic policies load; merged before anything runs, so the run config records them.
-    default_policy_options: Mapping[str, Any] = field(default_factory=dict)
-    # (task, env options) -> how many distinct episodes the task has (suites whose episodes are a fixed list, e.g.
-    # the questions of a split); a larger --episodes is rejected before the run writes anything.
-    episode_count: Callable[[str, Mapping[str, Any]], int] | None = None
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """A policy name, its one-line description, the suites it applies to, and its factory."""
-
-    name: str
-    description: str
-    factory: Callable[[PolicyContext], Any]
-    suites: tuple[str, ...] = ()  # empty: applies to every suite
-    # The ``--policy-option`` keys its factory reads; a wrapper (VAP) lists only its own, since the base it builds
-    # is registered for the same suite and declares the rest.
-    options: tuple[str, ...] = ()
-    # The typed options dataclass (an ``envs.config.Options``) the factory validates ``ctx.options`` with; its fields
-    # are added to ``options``, and ``--list`` prints them with types and defaults.
-    options_type: type | None = None
-
-    def option_names(self) -> tuple[str, ...]:
-        """Every ``--policy-option`` key this policy reads: the declared names plus the typed fields."""
-        typed = tuple(self.options_type.names()) if self.options_type is not None else ()
-        return tuple(dict.fromkeys((*self.options, *typed)))
-
-
-@dataclass(frozen=True)
-class TrainerSpec:
-    """A training family for ``launch.train``: env prefixes it handles, its agents, and its entry point.
-
-    ``run(env, agent, steps, seed, out_dir, resume, options)`` writes the train contract (docs/architecture.md)
-    (``metrics.jsonl`` + ``summary.json``) and returns the summary dict.
-    """
-
-    name: str
-    env_prefixes: tuple[str, ...]  # e.g. ("minatar:", "atari:", "octax:")
-    agents: Mapping[str, str]  # agent name -> one-line description
-    run: Callable[..., dict[str, Any]]
-    env_names: Callable[[], list[str]] | None = None  # concrete env names for --list and validation
-    options_type: type | None = None  # the typed ``--option`` dataclass, checked before a run writes anything
-
+# Suite name -> the modules that assemble it, in registration order.
+SUITE_MODULES: dict[str, tuple[str, ...]] = {
+    "classic_control": ("classic_control",),
+    "games": ("games",),
+    "generic_simpler": ("personalized_simpler", "vla_policies"),
+    "maniskill": ("personalized_simpler", "maniskill"),
+    "personalized_maniskill": ("personalized_simpler", "vla_policies", "vap_policies", "personalized_vlabench",
+                               "personalized_maniskill"),
+    "personalized_simpler": ("personalized_simpler", "vla_policies", "vap_policies"),
+    "personalized_vlabench": ("personalized_simpler", "vla_policies", "vap_policies", "personalized_vlabench"),
+    "toolpro": ("toolpro",),
+    "vimrag": ("vimrag",),
+}
+# Modules whose policies every suite offers (``random``).
+EVERY_SUITE: tuple[str, ...] = ("common",)
+# Training family -> the modules that declare it.
+TRAINER_MODULES: dict[str, tuple[str, ...]] = {"streaming": ("arcade",), "games": ("games",)}
 
 _SUITES: dict[str, SuiteSpec] = {}
 _POLICIES: dict[str, PolicySpec] = {}
 _TRAINERS: dict[str, TrainerSpec] = {}
-_UNAVAILABLE: dict[str, str] = {}
-_LOADED = False
+_LOADED: set[str] = set()  # modules whose specs are registered
+_FAILED: dict[str, str] = {}  # module -> why it could not be imported
+# Which module declared each suite, and made each policy available for a suite ("*": every suite): the tests check
+# them against the table.
+SUITE_ORIGINS: dict[str, str] = {}
+POLICY_ORIGINS: dict[tuple[str, str], str] = {}
 
 
-def register_suite(spec: SuiteSpec) -> SuiteSpec:
-    """Add a suite; re-registering the same name replaces it (module reloads in tests)."""
-    _SUITES[spec.name] = spec
-    return spec
+def _register(spec: Spec, module: str) -> None:
+    if isinstance(spec, SuiteSpec):
+        _SUITES[spec.name] = spec
+        SUITE_ORIGINS[spec.name] = module
+    elif isinstance(spec, TrainerSpec):
+        _TRAINERS[spec.name] = spec
+    elif isinstance(spec, PolicySpec):
+        _POLICIES[spec.name] = replace(spec, factory=_given_policies(spec.factory))
+        for suite in spec.suites or ("*",):
+            POLICY_ORIGINS[(spec.name, suite)] = module
+    else:
+        _extend(spec)
+        POLICY_ORIGINS[(spec.name, spec.suite)] = module
 
 
-def register_policy(spec: PolicySpec) -> PolicySpec:
-    """Add a policy; names are global, ``suites`` restricts where it is offered."""
-    _POLICIES[spec.name] = spec
-    return spec
-
-
-def extend_policy(name: str, suite: str, factory: Callable[[PolicyContext], Any],
-                  options: tuple[str, ...] = ()) -> PolicySpec:
-    """Offer the already registered policy ``name`` for one more ``suite`` too, built there by ``factory``.
-
-    The other suites keep the original factory; ``options`` adds option keys the new factory reads.
-    """
-    spec = _POLICIES[name]
-    original = spec.factory
+def _extend(ext: PolicyExtension) -> None:
+    if ext.name not in _POLICIES:  # the table lists the declaring module after this one: a bug, not a user error
+        raise RuntimeError(f"{ext.name!r} is extended to {ext.suite} before any module declared it; "
+                           "list the declaring module earlier in SUITE_MODULES")
+    spec = _POLICIES[ext.name]
+    original, factory, suite = spec.factory, _given_policies(ext.factory), ext.suite
 
     def build(ctx: PolicyContext) -> Any:
         return factory(ctx) if ctx.suite == suite else original(ctx)
 
     suites = spec.suites if not spec.suites or suite in spec.suites else (*spec.suites, suite)
-    return register_policy(replace(spec, suites=suites, factory=build,
-                                   options=tuple(dict.fromkeys((*spec.options, *options)))))
+    _POLICIES[ext.name] = replace(spec, suites=suites, factory=build,
+                                  options=tuple(dict.fromkeys((*spec.options, *ext.options))))
 
 
-def register_trainer(spec: TrainerSpec) -> TrainerSpec:
-    """Add a training family."""
-    _TRAINERS[spec.name] = spec
-    return spec
+def _given_policies(factory: Callable[[PolicyContext], Any]) -> Callable[[PolicyContext], Any]:
+    """``factory`` called with the suite's policies in ``ctx.policies`` (unless the caller filled them in)."""
+
+    def build(ctx: PolicyContext) -> Any:
+        if not ctx.policies:
+            ctx = replace(ctx, policies={n: p for n, p in _POLICIES.items() if not p.suites or ctx.suite in p.suites})
+        return factory(ctx)
+
+    return build
+
+
+def _load(modules: Iterable[str]) -> str | None:
+    """Import each module once, in order, and register its ``SPECS``; the reason of the first that cannot be
+    imported (then the rest are not tried), or None."""
+    for name in modules:
+        if name in _FAILED:
+            return _FAILED[name]
+        if name in _LOADED:
+            continue
+        try:
+            with _quiet_native_stderr():
+                module = importlib.import_module(f"{PACKAGE}.{name}")
+        except Exception as exc:  # an optional extra is missing, or the module is broken: list it, keep the CLI
+            _FAILED[name] = f"{type(exc).__name__}: {exc}"
+            return _FAILED[name]
+        for spec in module.SPECS:
+            _register(spec, name)
+        _LOADED.add(name)
+    return None
+
+
+def _load_suite(name: str) -> str | None:
+    return _load((*EVERY_SUITE, *SUITE_MODULES[name]))
 
 
 def load_all() -> None:
-    """Import every suite module once; record the ones whose optional dependencies are missing."""
-    global _LOADED
-    if _LOADED:
-        return
-    from sim_benchmarks import suites
+    """Import every module of the table (for listings and studies that look across suites)."""
+    for name in SUITE_MODULES:
+        _load_suite(name)
+    for modules in TRAINER_MODULES.values():
+        _load(modules)
 
-    with _quiet_native_stderr():
-        for mod in sorted(pkgutil.iter_modules(suites.__path__), key=lambda m: m.name):
-            if mod.name.startswith("_"):
-                continue
-            try:
-                importlib.import_module(f"{suites.__name__}.{mod.name}")
-            except Exception as exc:  # an optional extra is missing, or the module is broken: list it, keep the CLI
-                _UNAVAILABLE[mod.name] = f"{type(exc).__name__}: {exc}"
-    _LOADED = True
+
+def suite_names() -> list[str]:
+    """Every suite of the table (available or not), without importing any."""
+    return sorted(SUITE_MODULES)
+
+
+def suite(name: str) -> SuiteSpec:
+    """The suite ``name``, importing only the modules that assemble it; ConfigError for an unknown name or a
+    suite whose modules cannot be imported (with the reason)."""
+    if name not in SUITE_MODULES:
+        raise choice_error("env", name, suite_names())
+    why = _load_suite(name)
+    if why is not None or name not in _SUITES:
+        raise ConfigError(f"suite {name!r} is not available here ({why or 'its module declares no such suite'})")
+    return _SUITES[name]
+
+
+def policy(name: str, suite_name: str) -> PolicySpec:
+    """The policy ``name`` as offered for ``suite_name`` (importing only that suite's modules)."""
+    suite(suite_name)
+    return _POLICIES[name]
 
 
 class _quiet_native_stderr:
@@ -173,37 +166,40 @@ class _quiet_native_stderr:
 
 
 def suites() -> dict[str, SuiteSpec]:
-    """All registered suites by name."""
+    """All available suites by name (imports every suite module)."""
     load_all()
     return dict(sorted(_SUITES.items()))
 
 
 def policies() -> dict[str, PolicySpec]:
-    """All registered policies by name."""
+    """All registered policies by name (imports every suite module)."""
     load_all()
     return dict(sorted(_POLICIES.items()))
 
 
 def trainers() -> dict[str, TrainerSpec]:
-    """All registered training families by name."""
-    load_all()
+    """All registered training families by name (imports their modules only)."""
+    for modules in TRAINER_MODULES.values():
+        _load(modules)
     return dict(sorted(_TRAINERS.items()))
 
 
 def unavailable() -> dict[str, str]:
-    """Suite modules that could not be imported, with the reason."""
+    """Suites whose modules could not be imported, with the reason."""
     load_all()
-    return dict(_UNAVAILABLE)
+    return {s: next(_FAILED[m] for m in (*EVERY_SUITE, *mods) if m in _FAILED)
+            for s, mods in SUITE_MODULES.items() if any(m in _FAILED for m in (*EVERY_SUITE, *mods))}
 
 
-def policies_for(suite: str) -> list[str]:
-    """Names of the policies offered for a suite."""
-    return [n for n, p in policies().items() if not p.suites or suite in p.suites]
+def policies_for(suite_name: str) -> list[str]:
+    """Names of the policies offered for a suite (importing only that suite's modules)."""
+    suite(suite_name)
+    return [n for n, p in sorted(_POLICIES.items()) if not p.suites or suite_name in p.suites]
 
 
 def policy_option_names(suite: str) -> list[str]:
     """Every ``--policy-option`` key some policy offered for ``suite`` reads (sorted)."""
-    return sorted({k for n in policies_for(suite) for k in policies()[n].option_names()})
+    return sorted({k for n in policies_for(suite) for k in _POLICIES[n].option_names()})
 
 
 def check_policy_options(suite: str, options: Mapping[str, Any]) -> None:
@@ -213,7 +209,7 @@ def check_policy_options(suite: str, options: Mapping[str, Any]) -> None:
         if key not in valid:
             raise ConfigError(f"unknown policy option {key!r} for {suite}; valid: {', '.join(valid) or '(none)'}")
     for name in policies_for(suite):  # values: each typed policy checks the keys it owns (types and ranges)
-        spec = policies()[name]
+        spec = _POLICIES[name]
         if spec.options_type is not None:
             spec.options_type.from_options(options, strict=False)
 

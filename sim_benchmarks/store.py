@@ -12,9 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from sim_benchmarks.results_folder import FolderLock, check_out_dir
-from sim_benchmarks.train_log import cut_torn_tail, read_jsonl, write_json_atomic
+from sim_benchmarks.train_log import cut_torn_tail, read_jsonl
 
 RECORD_KEYS = ("benchmark", "task", "policy", "seed", "episode", "success", "correct_object", "wrong_object",
                "steps", "wall_s")

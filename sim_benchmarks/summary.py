@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from sim_benchmarks.metrics import wilson_ci
+from envs.statistics import wilson_ci
 from sim_benchmarks.store import RECORD_KEYS
 
 SUMMARY_SCHEMA = "embodia.summary/1"

@@ -5,27 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_json_atomic, write_text_atomic
 from envs.errors import ConfigError
 
 TRAIN_SCHEMA = "embodia.train/1"
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON through a temporary file and rename, so readers never see half a file."""
-    path = Path(path)
-    # A unique temporary name: two writers never share (and clobber) one temporary file.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_jsonl(path: str | Path, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -112,14 +98,7 @@ class TrainLog:
         """
         kept = [r for r in self.records() if r.get("step", 0) <= step]
         self._fh.close()
-        fd, tmp = tempfile.mkstemp(dir=self.out_dir, prefix=self.path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(r, sort_keys=True) + "\n" for r in kept)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
         self._fh = open(self.path, "a", encoding="utf-8")
 
     def append(self, record: dict[str, Any]) -> None:

@@ -7,12 +7,13 @@ step along δ. The logits' cotangent is written in closed form, then one fused r
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 
 from agents.streaming.common import ObservationPipe, make_rngs
+from envs.config import Options, option
 from policies.streaming.backends import compiled_network
 from policies.streaming.networks import (
     ForwardCache,
@@ -25,21 +26,25 @@ from policies.streaming.networks import (
 from policies.streaming.obgd import AdaptiveObGD, ObGD
 
 
-@dataclass
-class StreamACConfig:
-    """Stream AC(λ) hyper-parameters (defaults from Stream-x)."""
+@dataclass(frozen=True)
+class StreamACConfig(Options):
+    """Stream AC(λ) hyper-parameters (defaults from Stream-x); ``--option key=value`` of ``launch.train``."""
 
-    lr: float = 1.0
-    gamma: float = 0.99
-    lam: float = 0.8
-    kappa_value: float = 2.0
-    kappa_policy: float = 3.0
-    entropy_coef: float = 0.01
-    sparsity: float = 0.9
-    total_steps: int = 5_000_000  # unused by AC itself; kept so every learner accepts the run length
-    adaptive: bool = False
-    backend: str = "torch"  # "numba": the compiled networks for actor and critic (see StreamQConfig)
-    network: str = ""  # network preset for actor and critic (see StreamQConfig)
+    title: ClassVar[str] = "stream_ac"
+
+    lr: float = option(1.0, "ObGD step size", min=0)
+    gamma: float = option(0.99, "discount", min=0, max=1)
+    lam: float = option(0.8, "trace decay λ", min=0, max=1)
+    kappa_value: float = option(2.0, "the critic's ObGD bound κ", min=0)
+    kappa_policy: float = option(3.0, "the actor's ObGD bound κ", min=0)
+    entropy_coef: float = option(0.01, "entropy bonus weight", min=0)
+    sparsity: float = option(0.9, "fraction of each layer's weights initialised to zero", min=0, max=1)
+    # unused by AC itself; kept so every learner accepts the run length
+    total_steps: int = option(5_000_000, "run length (set from --steps; unused by AC)", min=1)
+    adaptive: bool = option(False, "AdaptiveObGD instead of ObGD")
+    backend: Literal["torch", "numba"] = option("torch", "network implementation for actor and critic (see "
+                                                "stream_q)")
+    network: str = option("", "network preset for actor and critic ('' = the suite's default)")
 
 
 class _FlatNet:

@@ -8,12 +8,13 @@ non-greedy action (Watkins-style cut).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 
 from agents.streaming.common import ObservationPipe, linear_schedule, make_rngs
+from envs.config import Options, option
 from policies.streaming.backends import compiled_network
 from policies.streaming.networks import (
     ForwardCache,
@@ -26,27 +27,32 @@ from policies.streaming.networks import (
 from policies.streaming.obgd import AdaptiveObGD, ObGD
 
 
-@dataclass
-class StreamQConfig:
-    """Stream Q(λ) hyper-parameters (defaults from Stream-x)."""
+@dataclass(frozen=True)
+class StreamQConfig(Options):
+    """Stream Q(λ) hyper-parameters (defaults from Stream-x); ``--option key=value`` of ``launch.train``."""
 
-    lr: float = 1.0
-    gamma: float = 0.99
-    lam: float = 0.8
-    kappa: float = 2.0
-    sparsity: float = 0.9
-    start_e: float = 1.0
-    end_e: float = 0.01
-    exploration_fraction: float = 0.2  # ε decays over this fraction of total_steps (Atari uses 0.05)
-    total_steps: int = 5_000_000
-    adaptive: bool = False  # AdaptiveObGD instead of ObGD
+    title: ClassVar[str] = "stream_q"
+    # Stream-x decays ε over 5 % of an Atari run instead of ``exploration_fraction``'s default
+    ATARI_EXPLORATION_FRACTION: ClassVar[float] = 0.05
+
+    lr: float = option(1.0, "ObGD step size", min=0)
+    gamma: float = option(0.99, "discount", min=0, max=1)
+    lam: float = option(0.8, "trace decay λ", min=0, max=1)
+    kappa: float = option(2.0, "ObGD overshooting bound κ", min=0)
+    sparsity: float = option(0.9, "fraction of each layer's weights initialised to zero", min=0, max=1)
+    start_e: float = option(1.0, "ε at the start", min=0, max=1)
+    end_e: float = option(0.01, "ε after the decay", min=0, max=1)
+    exploration_fraction: float = option(0.2, "ε decays over this fraction of total_steps (Atari: 0.05)",
+                                         min=0, max=1)
+    total_steps: int = option(5_000_000, "run length the ε schedule refers to (set from --steps)", min=1)
+    adaptive: bool = option(False, "AdaptiveObGD instead of ObGD")
     # "numba": the compiled MinAtar network (policies.streaming.numba_net) or the im2col/GEMM Atari/Octax one
     # (im2col_net); same maths, float32-rounding-level differences from the torch path, so a run is
     # reproducible within one backend
-    backend: str = "torch"
+    backend: Literal["torch", "numba"] = option("torch", "network implementation (numba: compiled)")
     # network preset (policies.streaming.networks.PRESETS): "" = the suite's default, "stream_x" = the Stream-x
     # reference network, "nature" = the DQN encoder on Atari
-    network: str = ""
+    network: str = option("", "network preset ('' = the suite's default; stream_x, nature)")
 
 
 class StreamQ:

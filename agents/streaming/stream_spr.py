@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
 from agents.streaming.stream_q import StreamQ, StreamQConfig
+from envs.config import option
 from envs.errors import choice_error
 from policies.streaming.im2col_spr import Im2colSPRLoss
 from policies.streaming.kernels import momentum_project_step_
@@ -38,17 +39,20 @@ from policies.streaming.spr import (
 PROJECTIONS = ("none", "momentum", "rl", "both", "pcgrad")
 
 
-@dataclass
+@dataclass(frozen=True)
 class StreamSPRConfig(StreamQConfig):
     """Stream Q(λ) settings plus the SPR ones (defaults from the streaming-SPR paper)."""
 
-    k: int = 5  # prediction horizon K (window of K+1 observations)
-    spr_weight: float = 2.0  # w
-    spr_lr: float = 1e-4  # α of the SPR SGD steps
-    tau: float = 0.99  # EMA of the target encoder/projection
-    beta: float = 0.99  # momentum of the per-module projection buffers
-    projection: str = "both"  # none | momentum | rl | both | pcgrad (momentum + PCGrad against Δ_RL)
-    proj_dim: int = 0  # 0: the suite's hidden width
+    title: ClassVar[str] = "stream_spr"
+
+    k: int = option(5, "prediction horizon K (window of K+1 observations)", min=1)
+    spr_weight: float = option(2.0, "SPR loss weight w", min=0)
+    spr_lr: float = option(1e-4, "step size α of the SPR SGD steps", min=0)
+    tau: float = option(0.99, "EMA of the target encoder and projection", min=0, max=1)
+    beta: float = option(0.99, "momentum of the per-module projection buffers", min=0, max=1)
+    # momentum + PCGrad against Δ_RL for pcgrad
+    projection: str = option("both", "encoder-step projection: none | momentum | rl | both | pcgrad")
+    proj_dim: int = option(0, "projection width (0: the suite's hidden width)", min=0)
 
 
 class StreamSPR(StreamQ):

@@ -18,6 +18,7 @@ from typing import Any
 
 from envs.services.client import ServiceClient
 from envs.services.link import LinkProfile, TrafficMeter
+from envs.services.server import server_flags
 from envs.services.tools import ServiceError
 from policies.toolpro.profile import ServiceProfile
 from policies.toolpro.program import pack_program
@@ -59,7 +60,7 @@ _POOL: dict[tuple[Any, ...], Site] = {}
 
 
 def _key(deployment: dict[str, Any]) -> tuple[Any, ...]:
-    return (tuple(deployment["server_flags"]), float(deployment["rtt_ms"]), float(deployment["jitter_ms"]))
+    return (tuple(server_flags(deployment)), float(deployment["rtt_ms"]), float(deployment["jitter_ms"]))
 
 
 def site(deployment: dict[str, Any], timeout_s: float = 20.0) -> Site:
@@ -67,7 +68,7 @@ def site(deployment: dict[str, Any], timeout_s: float = 20.0) -> Site:
     key = _key(deployment)
     if key not in _POOL:
         link = LinkProfile(float(deployment["rtt_ms"]), float(deployment["jitter_ms"]), seed=0)
-        _POOL[key] = Site([sys.executable, "-m", SITE_MODULE, *deployment["server_flags"]], link, timeout_s)
+        _POOL[key] = Site([sys.executable, "-m", SITE_MODULE, *key[0]], link, timeout_s)
     return _POOL[key]
 
 

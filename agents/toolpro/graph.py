@@ -1,15 +1,19 @@
-"""The ToolPro agent as a LangGraph: plan → construct → choose → execute → observe → answer.
+"""The ToolPro agent as a LangGraph: plan → construct → choose → program | stepwise → observe → answer.
+
+    START -> plan -> construct -> choose --(program)--> program --(ran)--> observe -> answer -> END
+                                         --(stepwise)--> stepwise -> observe
+                                          program --(rejected, trapped: the fallback)--> stepwise
 
 - plan: read the task's intent (template and parameters) from the observation.
 - construct: build the program (the deterministic planner, or the offline SmolLM2 with decoding constrained to the
   program grammar and the tool schemas, :mod:`policies.toolpro.constructor`) and check it against the tool
   declarations the service advertises over MCP (effects and schemas come from the server, not from local code).
 - choose: the profile-driven policy predicts both modes' latency (``mode="auto"``), or a mode is forced.
-- execute: ``program`` sends the whole program in one ``run_program`` call (resent with the same run id to a
-  restarted server after a lost one, while the run keeps progressing: logged calls replay from the run log and
-  committed writes from the journal, see :func:`agents.toolpro.connection.run_program`); ``stepwise`` runs the
-  ReAct baseline. A program the site rejects or stops falls back to stepwise with the same idempotency keys, so
-  nothing is applied twice.
+- program: send the whole program in one ``run_program`` call (resent with the same run id to a restarted server
+  after a lost one, while the run keeps progressing: logged calls replay from the run log and committed writes from
+  the journal, see :func:`agents.toolpro.connection.run_program`). A program the site rejects or stops takes the
+  fallback edge to stepwise, with the same idempotency keys, so nothing is applied twice.
+- stepwise: the ReAct baseline, one tool call per round trip.
 - observe: update the cost profile and the episode metrics; answer: the final action for the env.
 """
 
@@ -31,6 +35,7 @@ from policies.toolpro.planner import plan
 from policies.toolpro.program import Program, ProgramError, pack_program, parse_program
 
 Mode = Literal["auto", "program", "stepwise"]
+FALLBACK = ("rejected", "trapped")  # program statuses meaning the site would not run it: go stepwise
 
 
 class AgentState(TypedDict, total=False):
@@ -106,22 +111,33 @@ def build_agent(mode: Mode = "auto", chooser: Chooser | None = None, cache: dict
         predicted = {"program": profile.predict_program(n), "stepwise": profile.predict_stepwise(n)}
         return {"mode": profile.choose(n) if mode == "auto" else mode, "predicted": predicted}
 
-    def execute(state: AgentState) -> AgentState:
+    def after_choose(state: AgentState) -> str:
+        return "program" if state["mode"] == "program" else "stepwise"
+
+    def run_as_program(state: AgentState) -> AgentState:
         obs, program = state["obs"], state["program"]
         t0 = time.perf_counter()
-        if state["mode"] == "program":
-            try:
-                report, reconnects = connection.run_program(obs, program.to_json(), obs["run_id"])
-            except ServiceError as exc:
-                report, reconnects = {"status": "failed", "error": {"kind": exc.kind, "message": exc.message},
-                                      "calls": 0}, 0
-            outcome = {**report, "reconnects": reconnects, "mode": "program"}
-            if report["status"] in ("rejected", "trapped"):  # the site would not run it: same keys, stepwise
-                outcome = {**run_stepwise(program, obs, obs["run_id"]), "mode": "stepwise",
-                           "fallback": report["status"], "program_calls": report.get("calls", 0)}
-        else:
-            outcome = {**run_stepwise(program, obs, obs["run_id"]), "mode": "stepwise"}
-        return {"outcome": outcome, "exec_s": time.perf_counter() - t0}
+        try:
+            report, reconnects = connection.run_program(obs, program.to_json(), obs["run_id"])
+        except ServiceError as exc:
+            report, reconnects = {"status": "failed", "error": {"kind": exc.kind, "message": exc.message},
+                                  "calls": 0}, 0
+        return {"outcome": {**report, "reconnects": reconnects, "mode": "program"},
+                "exec_s": time.perf_counter() - t0}
+
+    def after_program(state: AgentState) -> str:
+        return "stepwise" if state["outcome"]["status"] in FALLBACK else "observe"
+
+    def run_stepwise_node(state: AgentState) -> AgentState:
+        obs, program = state["obs"], state["program"]
+        t0 = time.perf_counter()
+        outcome = {**run_stepwise(program, obs, obs["run_id"]), "mode": "stepwise"}
+        exec_s = time.perf_counter() - t0
+        refused = state.get("outcome")  # set when this is the fallback of a program the site would not run
+        if refused is not None:
+            outcome.update(fallback=refused["status"], program_calls=refused.get("calls", 0))
+            exec_s += state["exec_s"]
+        return {"outcome": outcome, "exec_s": exec_s}
 
     def observe(state: AgentState) -> AgentState:
         profile = connection.site(state["obs"]).profile
@@ -139,13 +155,15 @@ def build_agent(mode: Mode = "auto", chooser: Chooser | None = None, cache: dict
         return {"answer": {"status": o["status"], "result": o.get("result"), "error": o.get("error")}}
 
     g = StateGraph(AgentState)
-    for name, fn in (("plan", plan_node), ("construct", construct), ("choose", choose), ("execute", execute),
-                     ("observe", observe), ("answer", answer)):
+    for name, fn in (("plan", plan_node), ("construct", construct), ("choose", choose), ("program", run_as_program),
+                     ("stepwise", run_stepwise_node), ("observe", observe), ("answer", answer)):
         g.add_node(name, fn)
     g.add_edge(START, "plan")
-    for a, b in (("plan", "construct"), ("construct", "choose"), ("choose", "execute"), ("execute", "observe"),
-                 ("observe", "answer"), ("answer", END)):
+    for a, b in (("plan", "construct"), ("construct", "choose"), ("stepwise", "observe"), ("observe", "answer"),
+                 ("answer", END)):
         g.add_edge(a, b)
+    g.add_conditional_edges("choose", after_choose, ["program", "stepwise"])
+    g.add_conditional_edges("program", after_program, ["stepwise", "observe"])  # the fallback edge
     return g.compile()
 
 

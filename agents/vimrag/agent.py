@@ -41,6 +41,16 @@ from policies.vimrag.reader import VisualReader
 from policies.vimrag.tools import RetrievalTools
 
 MODES = ("graph", "uniform", "linear", "oracle")
+# The graph's control flow, written once: node -> the next node, or (router method, the nodes it may choose).
+# build_graph hands it to LangGraph and rollout follows it, so the two cannot disagree.
+FIRST, DONE = "think", "END"
+EDGES: dict[str, str | tuple[str, tuple[str, ...]]] = {
+    "think": ("after_think", ("retrieve", "read", "answer")),
+    "retrieve": "reflect",
+    "read": "reflect",
+    "reflect": ("after_reflect", ("think", "answer")),
+    "answer": DONE,
+}
 RELY_THRESHOLD = 0.2  # a reading relies on an image (hypothesis edge) when the reader weights it at least this much
 TOP_K = 3
 
@@ -263,27 +273,23 @@ class VimragAgent:
         from langgraph.graph import END, START, StateGraph
 
         g = StateGraph(AgentState)
-        for name in ("think", "retrieve", "read", "reflect", "answer"):
+        for name in EDGES:
             g.add_node(name, getattr(self, name))
-        g.add_edge(START, "think")
-        g.add_conditional_edges("think", self.after_think, ["retrieve", "read", "answer"])
-        g.add_edge("retrieve", "reflect")
-        g.add_edge("read", "reflect")
-        g.add_conditional_edges("reflect", self.after_reflect, ["think", "answer"])
-        g.add_edge("answer", END)
+        g.add_edge(START, FIRST)
+        for name, edge in EDGES.items():
+            if isinstance(edge, tuple):
+                router, choices = edge
+                g.add_conditional_edges(name, getattr(self, router), list(choices))
+            else:
+                g.add_edge(name, END if edge == DONE else edge)
         return g.compile(checkpointer=checkpointer, interrupt_before=interrupt_before)
 
     def rollout(self, qid: str, question: str) -> AgentState:
-        """Run one question by calling the node functions in graph order (same result as the compiled graph)."""
+        """Run one question by calling the node functions along :data:`EDGES` (same result as the compiled graph)."""
         state = self.start(qid, question)
-        node = "think"
-        while True:
+        node = FIRST
+        while node != DONE:
             state = {**state, **getattr(self, node)(state)}
-            if node == "answer":
-                return state
-            if node == "think":
-                node = self.after_think(state)
-            elif node in ("retrieve", "read"):
-                node = "reflect"
-            else:
-                node = self.after_reflect(state)
+            edge = EDGES[node]
+            node = getattr(self, edge[0])(state) if isinstance(edge, tuple) else edge
+        return state

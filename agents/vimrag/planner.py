@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from agents.vimrag.memory import DagMemory
+from envs.atomic_io import atomic_path
 from envs.errors import ConfigError
 from perception.lm_choice import LMChooser
 
@@ -94,9 +95,8 @@ class LearnedPlanner:
 
     def save(self, path: Path) -> None:
         """Write the weights (atomic replace)."""
-        tmp = Path(path).with_suffix(".tmp")
-        torch.save(self.net.state_dict(), tmp)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            torch.save(self.net.state_dict(), tmp)
 
     @classmethod
     def load(cls, path: Path) -> LearnedPlanner:

@@ -9,7 +9,6 @@ use (``train=True``); evaluation never does (``train=False``: a missing part is 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import functools
 import time
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from agents.vimrag.ggpo import TrainConfig, train_planner
 from agents.vimrag.options import DEFAULT_BUDGET, VimragOptions
 from agents.vimrag.planner import LearnedPlanner
 from agents.vimrag.shipped import missing_part, shipped_part, train_command
+from envs.cache_files import load_or_build
 from envs.rag.corpus import corpus_dir, fitting_half
 from policies.vimrag.knowledge_base import KnowledgeBase, load_knowledge_base
 from policies.vimrag.reader import VisualReader, load_or_train_reader, load_reader, reader_path
@@ -88,13 +88,14 @@ def trained_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: i
         folder = None if getattr(stack, "shipped", False) else stack.folder
         raise missing_part(f"planner ({credit}, seed {seed})", stack.folder,
                            train_command(stack.kb.corpus.seed, folder, stack.reader_seed, seed, credit))
-    with open(stack.folder / ".planner.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():
-            return LearnedPlanner.load(path)
+
+    def build() -> LearnedPlanner:
         planner, _ = train_best_planner(stack, credit, seed, budget)
         planner.save(path)
         return planner
+
+    return load_or_build(stack.folder / ".planner.lock", lambda: LearnedPlanner.load(path) if path.exists() else None,
+                         build)
 
 
 def train_best_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget: int = DEFAULT_BUDGET,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,9 @@ import numpy as np
 import trimesh
 from PIL import Image, ImageDraw, ImageFont
 
+from envs.atomic_io import write_text_atomic
 from envs.errors import ConfigError, choice_error
+from envs.paths import mesh_cache
 
 # A small, well-separated colour vocabulary (names used in instructions → RGB 0..255). Exported for the generic
 # VLA and for VAP's prompter, which recolours the personal object to one of these and names it.
@@ -208,7 +209,7 @@ def make_texture(inst: ObjectInstance) -> np.ndarray:
     if inst.pattern == "lettered":  # a white label with large printed text, twice around
         img = Image.fromarray(tex)
         draw = ImageDraw.Draw(img)
-        font = _font(int(h * 0.38))
+        font = label_font(int(h * 0.38))
         for k in range(2):
             x0 = k * w // 2
             draw.rectangle([x0 + 6, int(h * 0.25), x0 + w // 2 - 6, int(h * 0.75)], fill=tuple(int(c) for c in ink))
@@ -217,7 +218,8 @@ def make_texture(inst: ObjectInstance) -> np.ndarray:
     return tex
 
 
-def _font(size: int) -> ImageFont.ImageFont:
+def label_font(size: int) -> ImageFont.ImageFont:
+    """PIL's default font at ``size`` pixels (the fixed-size one on Pillow < 10.1), for text printed on textures."""
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1 has no sized default font
@@ -382,9 +384,8 @@ def category_mesh(category: str, radius: float, height: float, shape: dict[str, 
 
 
 def mesh_cache_dir() -> Path:
-    """Where generated OBJ files live (``EMBODIA_MESH_CACHE`` or a per-user temp folder)."""
-    root = os.environ.get("EMBODIA_MESH_CACHE") or os.path.join(tempfile.gettempdir(), f"embodia_meshes_{os.getuid()}")
-    path = Path(root)
+    """Where generated OBJ files live (:func:`envs.paths.mesh_cache`), created on first use."""
+    path = mesh_cache()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -405,9 +406,7 @@ def write_obj(mesh: trimesh.Trimesh, key: str) -> str:
     lines += [f"vt {u:.5f} {1.0 - v:.5f}" for u, v in uv]  # our v counts image rows top→bottom; OBJ bottom→top
     lines += [f"vn {x:.4f} {y:.4f} {z:.4f}" for x, y, z in normals]
     lines += ["f " + " ".join(f"{i + 1}/{i + 1}/{i + 1}" for i in face) for face in mesh.faces]
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return str(path)
 
 

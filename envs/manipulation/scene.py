@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +21,7 @@ import pybullet as p
 import pybullet_data
 from PIL import Image
 
+from envs.atomic_io import atomic_path
 from envs.manipulation.objects import mesh_cache_dir
 
 PHYSICS_DT = 1.0 / 240.0
@@ -99,9 +99,8 @@ def texture_file(texture: np.ndarray) -> str:
     digest = hashlib.sha256(texture.tobytes() + str(texture.shape).encode()).hexdigest()[:16]
     path = mesh_cache_dir() / f"tex_{digest}.png"
     if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.png")  # per process: parallel workers share the cache
-        Image.fromarray(texture).save(tmp)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:  # parallel workers share the cache
+            Image.fromarray(texture).save(tmp)
     return str(path)
 
 

@@ -12,18 +12,18 @@ the seed when missing. See ``docs/vimrag_dataset.md`` for the dataset card.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from envs.atomic_io import atomic_path, write_text_atomic
 from envs.build_processes import map_in_processes
-from envs.cache_files import read_npz
+from envs.cache_files import load_or_build, read_npz
 from envs.errors import ConfigError, choice_error
+from envs.paths import data_cache
 
 CORPUS_VERSION = "vimrag-corpus/2"
 IMAGE_SIZE = 112  # rendered pixels per side; readers resample to their own input size
@@ -483,9 +483,8 @@ def _make_questions(runs: list[_Run], cat_of: dict, split_of: dict[str, str],
 
 # ---------------------------------------------------------------------------------------------- cache
 def cache_root() -> Path:
-    """Generated data lives here (``EMBODIA_DATA_CACHE`` or ``<repo>/.cache``), never in git."""
-    root = os.environ.get("EMBODIA_DATA_CACHE") or str(Path(__file__).resolve().parents[2] / ".cache")
-    return Path(root) / "vimrag"
+    """The VimRAG corpora's folder in the data cache (:func:`envs.paths.data_cache`)."""
+    return data_cache() / "vimrag"
 
 
 def corpus_dir(seed: int) -> Path:
@@ -498,15 +497,12 @@ def corpus_dir(seed: int) -> Path:
 def save_corpus(corpus: Corpus, folder: Path) -> None:
     """Write ``corpus.json`` (texts, questions) and ``pixels.npz``; the json goes last (it marks completeness)."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"pixels.{os.getpid()}.tmp.npz"
-    np.savez_compressed(tmp, pixels=corpus.pixels)
-    tmp.replace(folder / "pixels.npz")
+    with atomic_path(folder / "pixels.npz") as tmp:
+        np.savez_compressed(tmp, pixels=corpus.pixels)
     blob = {"version": CORPUS_VERSION, "seed": corpus.seed,
             "documents": [asdict(d) for d in corpus.documents], "images": [asdict(i) for i in corpus.images],
             "questions": [asdict(q) for q in corpus.questions]}
-    tmp_json = folder / f"corpus.{os.getpid()}.tmp.json"
-    tmp_json.write_text(json.dumps(blob))
-    tmp_json.replace(folder / "corpus.json")
+    write_text_atomic(folder / "corpus.json", json.dumps(blob))
 
 
 def load_corpus_files(folder: Path) -> Corpus:
@@ -544,14 +540,14 @@ def load_corpus(seed: int = 0, folder: str | Path | None = None) -> Corpus:
             raise ConfigError(f"no vimrag corpus at {str(folder)!r} (corpus.json missing)")
         return load_corpus_files(Path(folder))
     target = corpus_dir(seed)
-    if (target / "corpus.json").exists():
+
+    def build() -> Corpus:
+        t0 = time.perf_counter()
+        save_corpus(generate_corpus(seed), target)
+        (target / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - t0}))
         return load_corpus_files(target)
+
     target.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".lock_seed{int(seed)}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel eval workers: the first builds, the rest reuse
-        if not (target / "corpus.json").exists():
-            t0 = time.perf_counter()
-            corpus = generate_corpus(seed)
-            save_corpus(corpus, target)
-            (target / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - t0}))
-    return load_corpus_files(target)
+    # parallel eval workers: the first builds, the rest reuse
+    return load_or_build(target.parent / f".lock_seed{int(seed)}",
+                         lambda: load_corpus_files(target) if (target / "corpus.json").exists() else None, build)

@@ -105,13 +105,12 @@ class WorkflowEnv(gym.Env):
         self._seed = 0
 
     def deployment(self) -> dict[str, Any]:
-        """How to start and reach this task's service: database, fault flags (server CLI) and link."""
+        """How to start and reach this task's service: database, injected faults and link (the command line that
+        starts a server with them is :func:`envs.services.server.server_flags`'s business)."""
         o = self.options
-        flags = ["--service", self.task.service, "--db", str(self.db_path), "--error-rate", str(o.error_rate),
-                 "--timeout-rate", str(o.timeout_rate), "--timeout-s", str(o.timeout_s),
-                 "--crash-rate", str(o.crash_rate), "--fault-seed", str(o.fault_seed)]
-        return {"service": self.task.service, "db": str(self.db_path), "server_flags": flags, "rtt_ms": o.rtt_ms,
-                "jitter_ms": o.jitter_ms}
+        return {"service": self.task.service, "db": str(self.db_path), "error_rate": o.error_rate,
+                "timeout_rate": o.timeout_rate, "timeout_s": o.timeout_s, "crash_rate": o.crash_rate,
+                "fault_seed": o.fault_seed, "rtt_ms": o.rtt_ms, "jitter_ms": o.jitter_ms}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
         super().reset(seed=seed)
@@ -125,8 +124,7 @@ class WorkflowEnv(gym.Env):
         # Lists as tuples (gymnasium's Sequence space holds tuples); times as 0-d float64 arrays (a Box of shape ()).
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in self.task.params.items()}
         deployment = self.deployment()
-        deployment["server_flags"] = tuple(deployment["server_flags"])
-        for key in ("rtt_ms", "jitter_ms"):
+        for key in ("error_rate", "timeout_rate", "timeout_s", "crash_rate", "rtt_ms", "jitter_ms"):
             deployment[key] = np.asarray(deployment[key], dtype=np.float64)
         return {"instruction": self.task.instruction, "task": self.task.name, "template": self.task.template,
                 "params": params, "run_id": f"{self.task.name}-{self._seed}", "seed": self._seed,
@@ -171,7 +169,9 @@ def observation_space(task: WorkflowTask) -> gym.spaces.Dict:
     return gym.spaces.Dict({
         "instruction": _text(512), "task": _text(64), "template": _text(64), "params": gym.spaces.Dict(params),
         "run_id": _text(128), "seed": gym.spaces.Discrete(2**63 - 1),
-        "service": _text(16), "db": path, "server_flags": gym.spaces.Sequence(path),
+        "service": _text(16), "db": path,
+        **{k: gym.spaces.Box(0.0, 1.0, (), np.float64) for k in ("error_rate", "timeout_rate", "crash_rate")},
+        "timeout_s": gym.spaces.Box(0.0, 1e9, (), np.float64), "fault_seed": gym.spaces.Discrete(2**63 - 1),
         "rtt_ms": gym.spaces.Box(0.0, 1e9, (), np.float64), "jitter_ms": gym.spaces.Box(0.0, 1e9, (), np.float64),
     })
 

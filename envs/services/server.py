@@ -18,7 +18,7 @@ import json
 import math
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -140,6 +140,15 @@ def add_server_arguments(p: argparse.ArgumentParser, service_flag: bool = True) 
     p.add_argument("--crash-rate", type=float, default=0.0, help="probability a write kills the server, 0..1")
     p.add_argument("--fault-seed", type=int, default=0)
     p.add_argument("--incarnation", type=int, default=0, help="restart count (faults are drawn per incarnation)")
+
+
+def server_flags(deployment: Mapping[str, Any]) -> list[str]:
+    """The command-line flags (of :func:`add_server_arguments`) that start a server for ``deployment``: its
+    ``service``, ``db`` and injected faults, as :meth:`envs.services.env.WorkflowEnv.deployment` gives them."""
+    d = deployment
+    return ["--service", str(d["service"]), "--db", str(d["db"]), "--error-rate", str(float(d["error_rate"])),
+            "--timeout-rate", str(float(d["timeout_rate"])), "--timeout-s", str(float(d["timeout_s"])),
+            "--crash-rate", str(float(d["crash_rate"])), "--fault-seed", str(int(d["fault_seed"]))]
 
 
 def check_server_arguments(args: argparse.Namespace) -> None:

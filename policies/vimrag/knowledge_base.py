@@ -8,12 +8,12 @@ two processes where there are two cores. Everything here is frozen (no training)
 from __future__ import annotations
 
 import fcntl
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
+from envs.atomic_io import atomic_path
 from envs.build_processes import build_processes, map_in_processes
 from envs.cache_files import read_npz
 from envs.errors import ConfigError
@@ -143,9 +143,8 @@ def _part(corpus: Corpus, target: Path, part: str, wait: bool) -> dict[str, np.n
         arrays = _read_current(path, corpus, f"vimrag {part} features cache", _PART_KEYS[part])
         if arrays is None:
             arrays = {**_encode_part(corpus, part), "version": np.array(FEATURES_VERSION)}
-            tmp = target / f"features.{part}.{os.getpid()}.tmp.npz"
-            np.savez(tmp, **arrays)
-            tmp.replace(path)
+            with atomic_path(path) as tmp:
+                np.savez(tmp, **arrays)
         return arrays
 
 
@@ -190,9 +189,8 @@ def load_knowledge_base(seed: int = 0, folder: str | Path | None = None) -> Know
             arrays = _read_current(path, corpus, "vimrag features cache", _FEATURE_KEYS)
             if arrays is None:  # the first process to get here writes the merged file and drops the parts
                 arrays = built
-                tmp = target / f"features.{os.getpid()}.tmp.npz"
-                np.savez(tmp, **arrays)
-                tmp.replace(path)
+                with atomic_path(path) as tmp:
+                    np.savez(tmp, **arrays)
                 for part in FEATURE_PARTS:  # under the part's lock: a process reading that part finishes first
                     with open(target / f".features.{part}.lock", "w") as part_lock:
                         fcntl.flock(part_lock, fcntl.LOCK_EX)

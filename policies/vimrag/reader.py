@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.atomic_io import atomic_path
+from envs.cache_files import load_or_build
 from envs.errors import ConfigError
 from envs.rag.corpus import IMAGE_KINDS, Question, answer_vocabulary, fitting_half, sample_by_type
 from perception.visual_tokens import GRID_LEVELS
@@ -288,15 +290,13 @@ def load_reader(kb: KnowledgeBase, path: Path) -> VisualReader:
 
 def load_or_train_reader(kb: KnowledgeBase, folder: Path, seed: int = 0) -> VisualReader:
     """The cached reader for ``seed``, training (about a minute on one core) and caching it when missing."""
-    import fcntl
-
     path = reader_path(folder, seed)
-    with open(Path(folder) / ".reader.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():
-            return load_reader(kb, path)
+
+    def build() -> VisualReader:
         net = train_reader(kb, seed)
-        tmp = path.with_suffix(".tmp")
-        torch.save(net.state_dict(), tmp)
-        tmp.replace(path)
-    return VisualReader(kb, net.eval())
+        with atomic_path(path) as tmp:
+            torch.save(net.state_dict(), tmp)
+        return VisualReader(kb, net.eval())
+
+    return load_or_build(Path(folder) / ".reader.lock", lambda: load_reader(kb, path) if path.exists() else None,
+                         build)

@@ -1,1 +1,1 @@
-"""Suite modules: each registers its suites, policies and trainers when imported (see registry.load_all)."""
+"""Suite modules: each declares its suites, policies and trainers in ``SPECS``; the registry's table loads them."""

@@ -1,4 +1,4 @@
-"""Registers the streaming-RL training family for ``launch.train`` (arcade envs × Stream Q / AC / SPR).
+"""Declares the streaming-RL training family for ``launch.train`` (arcade envs × Stream Q / AC / SPR).
 
 The training code lives in ``sim_benchmarks.training.streaming``; it is imported only when a run starts, so
 listing suites does not pay for torch.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim_benchmarks.registry import TrainerSpec, register_trainer
+from sim_benchmarks.specs import Spec, TrainerSpec
 
 AGENTS = {
     "stream_q": "Stream Q(λ): ε-greedy Q-learning with eligibility traces and ObGD, no replay",
@@ -29,7 +29,9 @@ def _env_names() -> list[str]:
     return env_names()
 
 
-register_trainer(TrainerSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(TrainerSpec(
     name="streaming",
     env_prefixes=("minatar:", "atari:", "octax:"),
     agents=AGENTS,

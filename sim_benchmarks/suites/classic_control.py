@@ -1,4 +1,4 @@
-"""The harness's demo suite on gymnasium's CartPole, and the ``random`` policy every suite offers."""
+"""The harness's demo suite on gymnasium's CartPole (``random``, offered for every suite, is in ``common``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from typing import Any
 import gymnasium as gym
 
 from envs.config import Options, require
-from policies.base import RandomPolicy
 from policies.classic_control import CartPoleBalancer
-from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
+from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec
 
 CARTPOLE_STEPS = 200
 
@@ -38,7 +37,9 @@ def _metrics(info: dict[str, Any], total_return: float, steps: int) -> dict[str,
             "return": float(total_return)}
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name="classic_control",
     description="gymnasium CartPole-v1 (200 steps): the harness's own demo and test suite",
     tasks={"cartpole": "balance the pole for 200 steps (success = return 200)"},
@@ -49,18 +50,13 @@ register_suite(SuiteSpec(
     options_type=CartPoleOptions,
 ))
 
-register_policy(PolicySpec(
-    name="random",
-    description="uniform random actions from the env's action space (the floor)",
-    factory=lambda ctx: RandomPolicy(ctx.env.action_space, seed=ctx.seed),
-))
 
 
 def _balancer(ctx: PolicyContext) -> CartPoleBalancer:
     return CartPoleBalancer()
 
 
-register_policy(PolicySpec(
+SPECS.append(PolicySpec(
     name="balancer",
     description="scripted PD controller on pole angle (CartPole only)",
     factory=_balancer,

@@ -1,4 +1,4 @@
-"""Registers the ``games`` suite (repeated matrix games x opponents), its policies and the next-token trainer."""
+"""Declares the ``games`` suite (repeated matrix games x opponents), its policies and the next-token trainer."""
 
 from __future__ import annotations
 
@@ -12,15 +12,7 @@ from envs.games import GAMES, TASKS, GamesEnvOptions, make_games_env
 from envs.games.env import RepeatedGameEnv
 from policies.next_token.agents import BestResponseAgent, HedgeAgent, RobustAgent, WindowedRobustAgent
 from policies.next_token.predictors import NGramPredictor
-from sim_benchmarks.registry import (
-    PolicyContext,
-    PolicySpec,
-    SuiteSpec,
-    TrainerSpec,
-    register_policy,
-    register_suite,
-    register_trainer,
-)
+from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec, TrainerSpec
 from sim_benchmarks.training.next_token import NextTokenTrainOptions, run_training
 
 SUITE = "games"
@@ -53,7 +45,9 @@ def make_env(task: str, options: Mapping[str, Any]) -> RepeatedGameEnv:
     return make_games_env(task, rounds=opts.rounds, game_seed=opts.game_seed)
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name=SUITE,
     description="repeated matrix games (RPS, matching pennies, random 3x3) against patterned and adaptive opponents",
     tasks=TASKS,
@@ -104,11 +98,11 @@ POLICIES: dict[str, tuple[str, Callable[[PolicyContext], Any]]] = {
 POLICY_OPTIONS: dict[str, type[Options]] = {"windowed_robust": WindowOptions, "robust_transformer": TauOptions}
 
 for _name, (_desc, _factory) in POLICIES.items():
-    register_policy(PolicySpec(name=_name, description=_desc, factory=_factory, suites=(SUITE,),
+    SPECS.append(PolicySpec(name=_name, description=_desc, factory=_factory, suites=(SUITE,),
                                options_type=POLICY_OPTIONS.get(_name)))
 
 
-register_trainer(TrainerSpec(
+SPECS.append(TrainerSpec(
     name=SUITE,
     env_prefixes=("games:",),
     agents={"next_token": "causal transformer trained on opponent sequences from D (next-action cross-entropy)"},

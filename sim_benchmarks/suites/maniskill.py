@@ -1,4 +1,4 @@
-"""Registers the ``maniskill`` suite: ManiSkill3's built-in tabletop tasks (SAPIEN 3 on CPU) and their expert.
+"""Declares the ``maniskill`` suite: ManiSkill3's built-in tabletop tasks (SAPIEN 3 on CPU) and their expert.
 
     python -m launch.eval --env maniskill/PickCube-v1 --policy scripted_expert,random --episodes 10
 
@@ -13,12 +13,10 @@ from typing import Any
 
 import gymnasium as gym
 
-import sim_benchmarks.suites.personalized_simpler  # noqa: F401  (registers scripted_expert, extended below)
 from envs.errors import choice_error
 from envs.manipulation.maniskill import TASK_IDS
 from envs.manipulation.maniskill.env import ManiSkillEnv, ManiSkillOptions
-from sim_benchmarks import registry
-from sim_benchmarks.registry import PolicyContext, SuiteSpec, register_suite
+from sim_benchmarks.specs import PolicyContext, PolicyExtension, Spec, SuiteSpec
 
 SUITE = "maniskill"
 DESCRIPTIONS = {
@@ -35,7 +33,9 @@ def _make_env(task: str, options: Mapping[str, Any]) -> gym.Env:
     return ManiSkillEnv(task, options)
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name=SUITE,
     description="ManiSkill3 tabletop tasks (SAPIEN 3, CPU physics + lavapipe rendering), SIMPLER action convention",
     tasks=DESCRIPTIONS,
@@ -53,4 +53,4 @@ def _expert(ctx: PolicyContext) -> Any:
     return ManiSkillExpert(ctx.env)
 
 
-registry.extend_policy("scripted_expert", SUITE, _expert)
+SPECS.append(PolicyExtension("scripted_expert", SUITE, _expert))

@@ -1,4 +1,4 @@
-"""Registers the ``personalized_maniskill`` suite (ManiSkill3, SAPIEN 3 on CPU) and the VAP table's policies on it.
+"""Declares the ``personalized_maniskill`` suite (ManiSkill3, SAPIEN 3 on CPU) and the VAP table's policies on it.
 
     python -m launch.eval --env personalized_maniskill --episodes 20
 
@@ -7,7 +7,8 @@ privileged pick expert), ``generic`` / ``hard_prompt`` / ``soft_prompt`` (the fr
 ``checkpoints/generic_vla``, trained on the PyBullet suite's renders — it has never seen this scene), ``vap`` and
 ``oracle_mask`` (VAP's detector → matcher → tracker → prompter around ``generic``, grounding on this env's RGB-D
 frame; the oracle takes the simulator's mask). SAPIEN loads once an env is built, perception and torch inside the
-factories: the CLI imports every suite module per call.
+factories. The registry's table loads the SIMPLER and VLABench modules (which declare the policies extended
+here, ``modular`` among them) before this one.
 """
 
 from __future__ import annotations
@@ -18,12 +19,8 @@ from typing import Any
 from envs.errors import choice_error
 from envs.manipulation.maniskill import PERSONAL_TASKS
 from envs.manipulation.maniskill.personalized import PersonalizedManiSkillOptions, make_env
-from sim_benchmarks import registry
-from sim_benchmarks.registry import PolicyContext, SuiteSpec, register_suite
-
-# The SIMPLER policy modules and the VLABench suite (which registers ``modular``) register first, so their names can
-# be extended below (suite modules otherwise load in alphabetical order).
-from sim_benchmarks.suites import personalized_simpler, personalized_vlabench, vap_policies, vla_policies  # noqa: F401  isort: skip
+from sim_benchmarks.specs import PolicyContext, PolicyExtension, Spec, SuiteSpec
+from sim_benchmarks.suites import vap_policies, vla_policies
 
 SUITE = "personalized_maniskill"
 DESCRIPTIONS = {"pick_my": "ManiSkill3 Panda: pick up my <object> among same-category look-alikes (lift 5 cm)"}
@@ -35,7 +32,9 @@ def _make(task: str, options: Mapping[str, Any]) -> Any:
     return make_env(task, options)
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name=SUITE,
     description="ManiSkill3 Personalized selection: pick *my* object among look-alikes (SAPIEN 3, CPU)",
     tasks=DESCRIPTIONS,
@@ -60,12 +59,12 @@ def _vap(ctx: PolicyContext, oracle: bool) -> Any:
     return vap_policies.build_vap(ctx, oracle=oracle, privileged=privileged, fovy_deg=env.camera_fovy_deg())
 
 
-registry.extend_policy("scripted_expert", SUITE, _expert)
-registry.extend_policy("generic", SUITE, vla_policies._generic)
-registry.extend_policy("hard_prompt", SUITE, vla_policies._hard_prompt)
-registry.extend_policy("soft_prompt", SUITE, vla_policies._soft_prompt)
-registry.extend_policy("vap", SUITE, lambda ctx: _vap(ctx, oracle=False))
-registry.extend_policy("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True))
+SPECS.append(PolicyExtension("scripted_expert", SUITE, _expert))
+SPECS.append(PolicyExtension("generic", SUITE, vla_policies._generic))
+SPECS.append(PolicyExtension("hard_prompt", SUITE, vla_policies._hard_prompt))
+SPECS.append(PolicyExtension("soft_prompt", SUITE, vla_policies._soft_prompt))
+SPECS.append(PolicyExtension("vap", SUITE, lambda ctx: _vap(ctx, oracle=False)))
+SPECS.append(PolicyExtension("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True)))
 
 
 def _modular(ctx: PolicyContext) -> Any:
@@ -77,4 +76,4 @@ def _modular(ctx: PolicyContext) -> Any:
     return ModularPickBase(lambda: env.sensors()["depth"], env.camera_pose(), detector_fn=ProposalDetector)
 
 
-registry.extend_policy("modular", SUITE, _modular)
+SPECS.append(PolicyExtension("modular", SUITE, _modular))

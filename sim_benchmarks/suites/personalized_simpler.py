@@ -1,6 +1,6 @@
-"""Registers the ``personalized_simpler`` and ``generic_simpler`` suites and their ``scripted_expert``.
+"""Declares the ``personalized_simpler`` and ``generic_simpler`` suites and their ``scripted_expert``.
 
-(``random`` is registered for every suite by ``classic_control``.)"""
+(``random`` is offered for every suite by ``common``.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from envs.config import Options, require
 from envs.errors import choice_error
 from envs.manipulation.env import GENERIC_TASKS, PERSONALIZED_TASKS, PersonalizedSimplerEnv, SimplerConfig, make_env
 from policies.scripted_expert import ScriptedExpert
-from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
+from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec
 
 SUITES = ("personalized_simpler", "generic_simpler")
 
@@ -26,7 +26,9 @@ def _maker(tasks: Mapping[str, Any]):
     return make
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name="personalized_simpler",
     description="PyBullet Personalized-SIMPLER: act on *my* object among same-category look-alikes",
     tasks={name: spec.description for name, spec in PERSONALIZED_TASKS.items()},
@@ -39,7 +41,7 @@ register_suite(SuiteSpec(
     max_steps=80,
     options_type=SimplerConfig,
 ))
-register_suite(SuiteSpec(
+SPECS.append(SuiteSpec(
     name="generic_simpler",
     description="Generic twins of Personalized-SIMPLER: instructions name category + colour (+ pattern)",
     tasks={name: spec.description for name, spec in GENERIC_TASKS.items()},
@@ -70,5 +72,5 @@ def _expert(ctx: PolicyContext) -> ScriptedExpert:
     return ScriptedExpert(ctx.env, noise_std=opts.expert_noise, seed=ctx.seed, descent=opts.expert_descent)
 
 
-register_policy(PolicySpec("scripted_expert", "privileged scripted top-down grasp expert (oracle ceiling)",
+SPECS.append(PolicySpec("scripted_expert", "privileged scripted top-down grasp expert (oracle ceiling)",
                            _expert, suites=SUITES, options_type=ExpertOptions))

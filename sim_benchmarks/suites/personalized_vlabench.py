@@ -1,4 +1,4 @@
-"""Registers the ``personalized_vlabench`` suite (MuJoCo, four cameras, absolute EE actions) and its policies.
+"""Declares the ``personalized_vlabench`` suite (MuJoCo, four cameras, absolute EE actions) and its policies.
 
 The policies keep their names from the SIMPLER suite and are extended to this one with factories that fit its env:
 ``scripted_expert`` (the privileged VLABench expert), ``generic`` / ``hard_prompt`` / ``soft_prompt`` (a frozen
@@ -9,7 +9,8 @@ default ``vla_checkpoint`` so every run config records it; ``--policy-option vla
 runs the SIMPLER-trained head instead. ``modular`` is a base that is not a VLA (perceived 3-D target + the expert's
 phases); ``vap`` / ``oracle_mask`` wrap it with ``vap_base=modular`` and ``hard_prompt`` with ``prompt_base=modular``
 (``soft_prompt`` cannot: it needs a head that takes instruction embeddings). Perception and torch load inside the
-factories: the CLI imports every suite module per call.
+factories. The registry's table loads the SIMPLER policy modules (which declare the policies extended here) before
+this one.
 """
 
 from __future__ import annotations
@@ -19,12 +20,8 @@ from typing import Any
 
 from envs.errors import ConfigError, choice_error
 from envs.paths import CHECKPOINTS
-from sim_benchmarks import registry
-from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
-
-# The SIMPLER policy modules register first, so their names can be extended below (suite modules otherwise load in
-# alphabetical order).
-from sim_benchmarks.suites import personalized_simpler, vap_policies, vla_policies  # noqa: F401  isort: skip
+from sim_benchmarks.specs import PolicyContext, PolicyExtension, PolicySpec, Spec, SuiteSpec
+from sim_benchmarks.suites import vap_policies, vla_policies
 
 SUITE = "personalized_vlabench"
 # The generic VLA trained on this suite's in_distribution track (front view, SIMPLER deltas); the SIMPLER-trained
@@ -63,7 +60,9 @@ def _metrics(info: dict[str, Any], total_return: float, steps: int) -> dict[str,
     return episode_metrics(info, total_return, steps)
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name=SUITE,
     description="MuJoCo Personalized-VLABench: select *my* object among look-alikes, 4 cameras, absolute EE actions",
     tasks=_tasks(),
@@ -87,7 +86,7 @@ def _expert(ctx: PolicyContext) -> Any:
     return VLABenchExpert(ctx.env, seed=ctx.seed, noise_std=float(ctx.options.get("expert_noise", 0.0)))
 
 
-registry.extend_policy("scripted_expert", SUITE, _expert)
+SPECS.append(PolicyExtension("scripted_expert", SUITE, _expert))
 
 
 def _absolute(builder: Any) -> Any:
@@ -104,7 +103,7 @@ def _absolute(builder: Any) -> Any:
     return build
 
 
-registry.extend_policy("generic", SUITE, _absolute(vla_policies._generic))
+SPECS.append(PolicyExtension("generic", SUITE, _absolute(vla_policies._generic)))
 
 # The learned-prompt baselines' base: the generic VLA (default) or the modular base (``modular``, below), which reads
 # the hard prompt's colour word as it reads VAP's. The soft prompt replaces the encoded instruction by a vector, which
@@ -135,8 +134,8 @@ def _soft_prompt(ctx: PolicyContext) -> Any:
     return _absolute(vla_policies._soft_prompt)(ctx)
 
 
-registry.extend_policy("hard_prompt", SUITE, _hard_prompt, options=(PROMPT_BASE_OPTION,))
-registry.extend_policy("soft_prompt", SUITE, _soft_prompt, options=(PROMPT_BASE_OPTION,))
+SPECS.append(PolicyExtension("hard_prompt", SUITE, _hard_prompt, options=(PROMPT_BASE_OPTION,)))
+SPECS.append(PolicyExtension("soft_prompt", SUITE, _soft_prompt, options=(PROMPT_BASE_OPTION,)))
 
 VIEW_OPTION = "vap_views"  # comma-separated grounding views (default: left,right,front)
 DEFAULT_VIEWS = ("left", "right", "front")
@@ -171,8 +170,8 @@ def _vap(ctx: PolicyContext, oracle: bool) -> Any:
                         config=single.config, target_id_fn=lambda: int(env.personal_body_id))
 
 
-registry.extend_policy("vap", SUITE, lambda ctx: _vap(ctx, oracle=False), options=(VIEW_OPTION,))
-registry.extend_policy("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True), options=(VIEW_OPTION,))
+SPECS.append(PolicyExtension("vap", SUITE, lambda ctx: _vap(ctx, oracle=False), options=(VIEW_OPTION,)))
+SPECS.append(PolicyExtension("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True), options=(VIEW_OPTION,)))
 
 
 def _modular(ctx: PolicyContext) -> Any:
@@ -199,6 +198,6 @@ def _modular(ctx: PolicyContext) -> Any:
     return ModularVLABenchBase(cameras, goal, detector_fn=detector, height_check=HeightCheck(), seed=ctx.seed)
 
 
-register_policy(PolicySpec(
+SPECS.append(PolicySpec(
     "modular", "modular base, not a VLA: 3-D perception of the instruction's object + the expert's phase machine",
     _modular, suites=(SUITE,)))

@@ -1,4 +1,4 @@
-"""Registers the ``toolpro`` suite (workflow tasks over MCP services) and its policies.
+"""Declares the ``toolpro`` suite (workflow tasks over MCP services) and its policies.
 
 An episode is one workflow task on a freshly seeded database; ``success`` means the service's final database state
 equals the task's reference state. Each record also carries end-to-end latency, client↔server bytes, round trips,
@@ -14,7 +14,7 @@ from agents.toolpro.graph import ToolProPolicy
 from agents.toolpro.options import ToolProOptions
 from envs.services.env import WorkflowEnv, WorkflowEnvOptions
 from envs.services.workflows import TASKS
-from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
+from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec
 
 SUITE = "toolpro"
 
@@ -37,7 +37,9 @@ def _policy(ctx: PolicyContext, mode: str) -> ToolProPolicy:
     return ToolProPolicy(mode, opts.constructor, opts.constructor_seed)  # type: ignore[arg-type]
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name=SUITE,
     description="workflows over three MCP services (travel, orders, tickets): tool programs in a wasm sandbox vs "
                 "stepwise calling",
@@ -54,5 +56,5 @@ for _name, _mode, _desc in (
     ("program_only", "program", "always ship the checked program to the service (one round trip)"),
     ("stepwise", "stepwise", "ReAct-style baseline: one MCP round trip per tool call"),
 ):
-    register_policy(PolicySpec(name=_name, description=_desc, factory=lambda ctx, m=_mode: _policy(ctx, m),
+    SPECS.append(PolicySpec(name=_name, description=_desc, factory=lambda ctx, m=_mode: _policy(ctx, m),
                                suites=(SUITE,), options_type=ToolProOptions))

@@ -1,4 +1,4 @@
-"""Registers the VAP policies for ``personalized_simpler``: ``vap`` and ``oracle_mask`` (VAP with simulator masks).
+"""Declares the VAP policies for ``personalized_simpler``: ``vap`` and ``oracle_mask`` (VAP with simulator masks).
 
 Both wrap a registered base policy (option ``vap_base``, default ``generic``: the frozen built-in VLA with its
 attribute detectors and base localiser; ``vla_attributes=false`` turns them off), so any base works. The options
@@ -13,8 +13,7 @@ from typing import Any, Literal
 
 from envs.config import Options, require
 from envs.errors import choice_error
-from sim_benchmarks import registry
-from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
+from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec
 
 SUITES = ("personalized_simpler",)
 VAP_POLICIES = ("vap", "oracle_mask")
@@ -92,9 +91,9 @@ class VAPOptions(Options):
 
 def _base(ctx: PolicyContext) -> Any:
     name = VAPOptions.from_options(ctx.options, strict=False).vap_base
-    specs = registry.policies()
     # A base must be a policy of this suite (a vimrag or games policy cannot drive a manipulation env).
-    valid = [n for n, spec in specs.items() if n not in VAP_POLICIES and (not spec.suites or ctx.suite in spec.suites)]
+    specs = ctx.policies
+    valid = [n for n in sorted(specs) if n not in VAP_POLICIES]
     if name not in valid:
         raise choice_error(f"vap_base policy for {ctx.suite}", name, valid)
     # The base is built as registered, attribute detectors and localiser included: with the localiser they help
@@ -173,7 +172,9 @@ def build_vap(ctx: PolicyContext, oracle: bool, privileged: tuple[Any, Any, Any]
                                                       else _main_camera_fovy(ctx.env.unwrapped)))
 
 
-register_policy(PolicySpec("vap", "VAP: detect + match references + track + recolour prompt around a frozen base",
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(PolicySpec("vap", "VAP: detect + match references + track + recolour prompt around a frozen base",
                            lambda ctx: build_vap(ctx, oracle=False), suites=SUITES, options_type=VAPOptions))
-register_policy(PolicySpec("oracle_mask", "VAP with the simulator's mask of my object (upper bound)",
+SPECS.append(PolicySpec("oracle_mask", "VAP with the simulator's mask of my object (upper bound)",
                            lambda ctx: build_vap(ctx, oracle=True), suites=SUITES, options_type=VAPOptions))

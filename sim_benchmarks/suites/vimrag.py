@@ -1,4 +1,4 @@
-"""Registers the ``vimrag`` suite: multimodal multi-hop questions over a simulator-built corpus, one per episode.
+"""Declares the ``vimrag`` suite: multimodal multi-hop questions over a simulator-built corpus, one per episode.
 
 Tasks are the question types; episode ``i`` of a task is test question ``i`` of that type; ``success`` is
 exact-match correctness. Policies share the tools, the reader and the GGPO-trained planner and differ in memory
@@ -15,7 +15,7 @@ from typing import Any
 from agents.vimrag.options import VimragOptions
 from envs.rag.corpus import QUESTION_TYPES, load_corpus
 from envs.rag.env import QuestionEnv, QuestionEnvOptions, make_question_env
-from sim_benchmarks.registry import PolicyContext, PolicySpec, SuiteSpec, register_policy, register_suite
+from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec
 
 SUITE = "vimrag"
 
@@ -75,7 +75,9 @@ def vimrag_episode_metrics(info: dict[str, Any], total_return: float, steps: int
     }
 
 
-register_suite(SuiteSpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(SuiteSpec(
     name=SUITE,
     description="VimRAG: multi-hop questions over robot run logs, keyframes and catalogue photos (exact match)",
     tasks=QUESTION_TYPES,
@@ -123,5 +125,5 @@ POLICIES = {
 }
 
 for _name, (_mode, _desc) in POLICIES.items():
-    register_policy(PolicySpec(name=_name, description=_desc, factory=_factory(_mode), suites=(SUITE,),
+    SPECS.append(PolicySpec(name=_name, description=_desc, factory=_factory(_mode), suites=(SUITE,),
                                options_type=VimragOptions))

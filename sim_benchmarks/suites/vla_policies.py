@@ -1,4 +1,4 @@
-"""Registers the frozen generic VLA (``generic``) and the learned-prompt baselines (``hard_prompt``, ``soft_prompt``).
+"""Declares the frozen generic VLA (``generic``) and the learned-prompt baselines (``hard_prompt``, ``soft_prompt``).
 
 ``generic`` is the built-in VLA from ``checkpoints/generic_vla`` (sha256-verified) with "my" replaced by "the" in
 the instruction — the baseline VAP has to beat on personalized tasks, and the plain generic policy on the
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from envs.config import Options, require
-from sim_benchmarks.registry import PolicyContext, PolicySpec, register_policy
+from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec
 
 if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI imports every suite module per call
     from policies.vla.checkpoint import HeadBundle
@@ -75,7 +75,9 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
     return policy
 
 
-register_policy(PolicySpec(
+SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
+
+SPECS.append(PolicySpec(
     name="generic",
     description="frozen built-in generic VLA (MobileNetV2 + MiniLM + FiLM head); 'my' dropped from the instruction",
     factory=_generic,
@@ -106,14 +108,14 @@ def _soft_prompt(ctx: PolicyContext) -> SoftPrompt:
     return SoftPrompt(_generic(ctx), _soft_maps(), kind, pooled_features)
 
 
-register_policy(PolicySpec(
+SPECS.append(PolicySpec(
     name="hard_prompt",
     description="generic VLA told the personal object's dominant reference-image colour ('the blue mug')",
     factory=_hard_prompt,
     suites=("personalized_simpler",),
     options_type=VLAOptions,
 ))
-register_policy(PolicySpec(
+SPECS.append(PolicySpec(
     name="soft_prompt",
     description="generic VLA conditioned on a concept vector regressed from the reference images (no robot data)",
     factory=_soft_prompt,

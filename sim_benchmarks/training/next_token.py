@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from agents.repeated_game import play_game
+from envs.atomic_io import atomic_path
 from envs.config import Options, require
 from envs.errors import ConfigError, choice_error
 from envs.games import GAMES, TASKS, make_game
@@ -97,9 +98,8 @@ def run_training(*, env: str, agent: str, steps: int, seed: int, out_dir: Path, 
         log.truncate_after(int(blob["step"]))
 
     def checkpoint(model, opt, step: int) -> None:
-        tmp = state_path.with_name(state_path.name + ".tmp")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
-        tmp.replace(state_path)
+        with atomic_path(state_path) as tmp:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
 
     t0 = time.perf_counter()
     done_before = start[2] if start else 0

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import typing
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,13 +24,23 @@ import torch
 from agents.streaming import LEARNERS
 from agents.streaming.loop import StreamingLoop
 from envs.arcade import make_arcade_env, split_name
-from envs.config import check_range, coerce
+from envs.atomic_io import atomic_path
+from envs.config import Options, option
 from envs.errors import ConfigError, choice_error
 from policies.streaming.representation import representation_stats
 from sim_benchmarks.thread_pools import limit_threads, thread_pools
 from sim_benchmarks.train_log import TrainLog
 
-RUN_OPTIONS = {"checkpoint_every": 50_000}
+
+@dataclass(frozen=True)
+class StreamingRunOptions(Options):
+    """The run's own ``--option`` keys (the learner's come from its config class, the env's carry ``env.``)."""
+
+    title: ClassVar[str] = "streaming run"
+
+    checkpoint_every: int = option(50_000, "env steps between checkpoints (what --resume restarts from)", min=1)
+
+
 CHECKPOINT = "checkpoint.pt"
 PROBE_STATES = 1000  # states of uniform random play on which the final encoder's rank is measured
 
@@ -41,23 +51,26 @@ def env_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_config(agent: str, suite: str, steps: int, options: Mapping[str, Any]) -> Any:
-    """The agent's config dataclass with ``options`` applied (unknown keys → ConfigError listing valid ones)."""
+    """The agent's config (an ``envs.config.Options``) with ``options`` applied: unknown keys → ConfigError listing
+    the valid ones, values through the typed-option parser (``adaptive=yes`` is an error, never a silent False)."""
     _, cfg_cls = LEARNERS[agent]
-    fields = {f.name: f for f in dataclasses.fields(cfg_cls)}
-    hints = typing.get_type_hints(cfg_cls)
-    kwargs: dict[str, Any] = {"total_steps": int(steps)}
-    if suite == "atari" and "exploration_fraction" in fields:
-        kwargs["exploration_fraction"] = 0.05  # Stream-x: ε decays over 5 % of an Atari run
+    names = cfg_cls.names()
+    values: dict[str, Any] = {"total_steps": int(steps)}
+    if suite == "atari" and "exploration_fraction" in names:
+        values["exploration_fraction"] = cfg_cls.ATARI_EXPLORATION_FRACTION
     for key, value in options.items():
-        if key.startswith("env.") or key in RUN_OPTIONS:
+        if key.startswith("env.") or key in StreamingRunOptions.names():
             continue
-        if key not in fields:
-            valid = sorted(fields) + sorted(RUN_OPTIONS) + ["env.<option>"]
+        if key not in names:
+            valid = sorted(names) + sorted(StreamingRunOptions.names()) + ["env.<option>"]
             raise choice_error(f"option for {agent}", key, valid)
-        # the same parser as every typed option: `adaptive=yes` is an error, never a silent False
-        kwargs[key] = coerce(key, value, hints[key])
-        check_range(key, kwargs[key], (None, None))  # floats finite, as for every typed option
-    return cfg_cls(**kwargs)
+        values[key] = value
+    return cfg_cls.from_options(values)
+
+
+def run_options(options: Mapping[str, Any]) -> StreamingRunOptions:
+    """The run's own options (``checkpoint_every``) out of all of ``--option``'s."""
+    return StreamingRunOptions.from_options(options, strict=False)
 
 
 def make_learner(env_name: str, agent: str, env: Any, config: Any, seed: int) -> Any:
@@ -119,9 +132,7 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
         raise choice_error("streaming agent", agent, list(LEARNERS))
     suite, _ = split_name(env)
     env_opts = env_options(options)
-    every = int(options.get("checkpoint_every", RUN_OPTIONS["checkpoint_every"]))
-    if every < 1:
-        raise ConfigError(f"checkpoint_every must be a positive integer, got {every}")
+    every = run_options(options).checkpoint_every
     config = build_config(agent, suite, steps, options)
     env_obj = make_arcade_env(env, env_opts)
     learner = make_learner(env, agent, env_obj, config, seed)
@@ -162,9 +173,8 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
         records.append(record)
 
     def on_checkpoint() -> None:
-        tmp = ckpt_path.with_name(CHECKPOINT + ".tmp")
-        torch.save({"identity": identity, "loop": loop.state_dict()}, tmp)
-        tmp.replace(ckpt_path)
+        with atomic_path(ckpt_path) as tmp:
+            torch.save({"identity": identity, "loop": loop.state_dict()}, tmp)
         plot_learning_curve(records, out_dir / "learning_curve.png", title)
 
     t0 = time.perf_counter()

@@ -321,7 +321,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(world, capsys, entry
 
 
 def test_every_entry_point_is_probed():
-    from launch.__main__ import commands
+    from launch.cli import commands
 
     assert set(commands()) | {"__main__"} == {p[0] for p in PROBES}
 

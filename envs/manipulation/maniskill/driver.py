@@ -24,11 +24,11 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from envs.atomic_io import write_text_atomic
 from envs.errors import ConfigError
-from envs.paths import ROOT
+from envs.paths import VULKAN_DEFAULT, vulkan_dir
 
 ENV_VAR = "EMBODIA_VULKAN_DIR"  # overrides where the driver is looked for
-DEFAULT_DIR = ROOT / ".venv" / "vulkan"
 ICD_NAME = "embodia_lvp_icd.json"
 # (package, release): lavapipe and the libdrm it needs come from backports
 # (SAPIEN brings its own Vulkan loader; LLVM 15 is used from the system when it has one)
@@ -42,7 +42,7 @@ FIX = "run `make setup` (it installs the driver into .venv/vulkan), or point EMB
 
 def driver_dir() -> Path:
     """The folder that holds (or will hold) the unpacked driver."""
-    return Path(os.environ.get(ENV_VAR) or DEFAULT_DIR)
+    return vulkan_dir()
 
 
 def icd_file(root: Path | None = None) -> Path:
@@ -50,7 +50,7 @@ def icd_file(root: Path | None = None) -> Path:
     return (root or driver_dir()) / ICD_NAME
 
 
-def install(root: Path = DEFAULT_DIR) -> Path:
+def install(root: Path = VULKAN_DEFAULT) -> Path:
     """Download and unpack the driver into ``root``; returns the ICD file. Idempotent."""
     if icd_file(root).is_file():
         return icd_file(root)
@@ -78,9 +78,7 @@ def install(root: Path = DEFAULT_DIR) -> Path:
     staging.rename(root)  # the finished folder appears whole, or not at all
     icd = {"file_format_version": "1.0.0",
            "ICD": {"library_path": str(root / LIB_SUBDIR / "libvulkan_lvp.so"), "api_version": "1.4.305"}}
-    tmp_icd = icd_file(root).with_suffix(".tmp")
-    tmp_icd.write_text(json.dumps(icd, indent=1))
-    tmp_icd.replace(icd_file(root))
+    write_text_atomic(icd_file(root), json.dumps(icd, indent=1))
     return icd_file(root)
 
 
@@ -123,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args[:1] == ["install"] and len(args) <= 2:
-            where = Path(args[1]).resolve() if len(args) == 2 else DEFAULT_DIR
+            where = Path(args[1]).resolve() if len(args) == 2 else VULKAN_DEFAULT
             print(f"Vulkan driver for ManiSkill3: {install(where)}")
             return 0
         if args == ["check"]:

@@ -17,10 +17,10 @@ import statistics
 import time
 from pathlib import Path
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
-from sim_benchmarks.train_log import write_json_atomic
 
 
 def time_steps(task: str, image_size: int, steps: int, warmup: int, repeats: int, seed: int) -> dict:

@@ -27,9 +27,11 @@ from typing import Any
 import numpy as np
 
 from agents.repeated_game import play_game
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from envs.games import AntiModelOpponent, MatrixGame, MixtureOpponent, RepeatedGameEnv, rock_paper_scissors
 from envs.paths import CHECKPOINTS
+from envs.statistics import stratified_bootstrap_ci
 from policies.next_token.dprime import (
     SAMPLE_BR_CONFIG,
     DPrimeConfig,
@@ -40,8 +42,6 @@ from policies.next_token.dprime import (
 )
 from policies.next_token.predictors import Predictor
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import stratified_bootstrap_ci
-from sim_benchmarks.train_log import write_json_atomic
 
 SHIPPED = CHECKPOINTS / "next_token" / "dprime_sample_br.pt"
 LOGIT_CHECKPOINT = CHECKPOINTS / "next_token" / "dprime_rps.pt"

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from agents.repeated_game import play_game
+from envs.atomic_io import write_json_atomic
 from envs.games import (
     MixtureOpponent,
     RepeatedGameEnv,
@@ -39,7 +40,6 @@ from policies.next_token import (
     tau_schedule,
 )
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.train_log import write_json_atomic
 
 DPRIME_CHECKPOINT = CHECKPOINTS / "next_token" / "dprime_rps.pt"
 

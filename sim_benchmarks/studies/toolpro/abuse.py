@@ -16,12 +16,12 @@ import time
 import zlib
 from pathlib import Path
 
+from envs.atomic_io import write_json_atomic
 from envs.services.client import ServiceClient
 from envs.services.runtime import create_database
 from envs.services.workflows import state
 from policies.toolpro.program import PACK_DICTIONARY, PACK_PREFIX
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.train_log import write_json_atomic
 
 V = '(import "toolpro" "value" (func $v (param i32 i32 i32 i32) (result i32)))'
 MODULES = {

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic_io import write_json_atomic
 from envs.services.runtime import ServiceRuntime, create_database, reset_database
 from envs.services.workflows import TASKS, expected_state, row_diff, state
+from envs.statistics import wilson_ci
 from policies.toolpro.executor import ProgramExecutor
 from policies.toolpro.planner import plan
 from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
-from sim_benchmarks.metrics import wilson_ci
-from sim_benchmarks.train_log import write_json_atomic
 
 TRIAL_TASKS = ("ship_paid_9", "group_flights_6", "trip_1", "basket_8", "triage_tech_high_5", "close_stale_tech_6",
                "group_trip_2")

@@ -21,13 +21,13 @@ import numpy as np
 
 from agents.toolpro import connection
 from agents.toolpro.graph import ToolProPolicy
+from envs.atomic_io import write_json_atomic
 from envs.services.env import WorkflowEnv, WorkflowEnvOptions
 from envs.services.workflows import TASKS, get_task
+from envs.statistics import wilson_ci
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.studies.aux.results import mean_ci
 from sim_benchmarks.studies.toolpro.sweep import parse_numbers
-from sim_benchmarks.train_log import write_json_atomic
 
 MODES = {"toolpro": "auto", "stepwise": "stepwise", "program_only": "program"}
 

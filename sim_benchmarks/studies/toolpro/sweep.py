@@ -22,12 +22,12 @@ import numpy as np
 
 from agents.toolpro import connection
 from agents.toolpro.graph import ToolProPolicy
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from envs.services.env import WorkflowEnv, WorkflowEnvOptions
 from envs.services.workflows import get_task
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.studies.aux.results import mean_ci
-from sim_benchmarks.train_log import write_json_atomic
 
 MODES = {"stepwise": "stepwise", "program_only": "program", "toolpro": "auto"}
 

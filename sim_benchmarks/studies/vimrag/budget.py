@@ -87,7 +87,7 @@ def _accuracies(result: dict, name: str, budget: int) -> np.ndarray:
 def table(result: dict) -> str:
     """Markdown: accuracy per policy and budget (one seed: [Wilson 95 % CI]; several: mean (min–max over seeds)),
     then vimrag minus each baseline, paired bootstrap over questions, per seed and for the mean over seeds."""
-    from sim_benchmarks.metrics import wilson_ci
+    from envs.statistics import wilson_ci
     from sim_benchmarks.studies.aux.results import bootstrap_ci
 
     budgets, seeds = result["budgets"], result["seeds"]
@@ -124,7 +124,7 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sim_benchmarks.metrics import wilson_ci
+    from envs.statistics import wilson_ci
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for name in MODES:

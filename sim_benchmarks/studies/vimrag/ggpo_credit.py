@@ -164,7 +164,7 @@ def report(runs: list[dict], out: Path, level: float, plateau: float, last: int,
              "| credit | AUC (mean dev reward) [95 % CI] | mean of last evals [95 % CI] | plateau escape [Wilson 95 %] "
              f"| reached {level:.2f} | median episodes to {level:.2f} | last dev accuracy | last dev steps |",
              "|---|---|---|---|---|---|---|---|"]
-    from sim_benchmarks.metrics import wilson_ci
+    from envs.statistics import wilson_ci
     from sim_benchmarks.studies.aux.results import bootstrap_ci
 
     summary: dict = {"seeds": seeds, "config": cfg, "level": level, "plateau": plateau, "last": last,

@@ -43,7 +43,7 @@ def train_one(credit: str, seed: int, episodes: int, eval_every: int) -> dict:
 
 def report(runs: list[dict], out: Path) -> str:
     """IQM over seeds per checkpoint with stratified-bootstrap CIs; episodes for GGPO to reach the baseline."""
-    from sim_benchmarks.metrics import iqm, stratified_bootstrap_ci
+    from envs.statistics import iqm, stratified_bootstrap_ci
 
     by_credit: dict[str, list[dict]] = {}
     for r in runs:

@@ -21,8 +21,8 @@ import sys
 import numpy as np
 import torch
 
+from envs.statistics import wilson_ci
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import wilson_ci
 
 LEVELS = (1, 2, 4, 7)
 _CARD = re.compile(r"Catalogue card (OBJ-\d+): an? (\w+)")  # the corpus generator's card template
@@ -148,8 +148,8 @@ def build_parser() -> ArgumentParser:
 @main_guard
 def main(argv: list[str] | None = None) -> int:
     """Run the diagnostic and write its tables."""
+    from envs.atomic_io import write_json_atomic
     from sim_benchmarks.results_folder import check_out_dir
-    from sim_benchmarks.train_log import write_json_atomic
 
     args = build_parser().parse_args(argv)
     out = check_out_dir(args.out)

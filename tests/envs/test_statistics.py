@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sim_benchmarks.metrics import iqm, stratified_bootstrap_ci, wilson_ci
+from envs.statistics import iqm, stratified_bootstrap_ci, wilson_ci
 
 
 def _wilson_by_inversion(k: int, n: int, z: float) -> tuple[float, float]:
