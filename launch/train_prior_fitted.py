@@ -2,6 +2,10 @@
 
     python -m launch.train_prior_fitted --steps 2500 --batch 16 --seed 0 --out checkpoints/prior_fitted_tab
 
+``--init FOLDER`` continues the training of an earlier checkpoint (its architecture is kept; its manifest's
+command and sha256 are recorded, so the chain of commands reproduces the weights); give it a ``--seed`` the earlier
+run did not use, so no training task repeats. ``--n-test`` sets how many labelled test rows each training task
+carries (more supervised rows per task, same task prior).
 Every step draws ``--batch`` fresh structural-causal classification tasks from the prior (never reused), trains on
 their test rows' labels, and logs the loss to stderr. Afterwards the frozen model is measured on ``--eval-tasks``
 fresh prior tasks from a seed no training task uses (100 test rows each), beside L2 logistic regression and 5-NN
@@ -16,6 +20,7 @@ import shlex
 import sys
 import time
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +41,7 @@ from policies.aux.structured.prior_fitted import (
     train_prior_fitted,
 )
 from sim_benchmarks.results_folder import check_out_dir
-from sim_benchmarks.studies.aux.prior_fitted_checkpoint import save_checkpoint
+from sim_benchmarks.studies.aux.prior_fitted_checkpoint import load_checkpoint, read_manifest, save_checkpoint
 from sim_benchmarks.studies.aux.results import mean_ci, paired_diff_ci
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation tasks come from a stream no training seed reaches
@@ -82,6 +87,11 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--layers", type=int, default=4, min=1, max=64, help="transformer blocks (default 4)")
     p.add_argument("--lr", type=float, default=1e-3, min=1e-12, max=10,
                    help="peak AdamW learning rate (default 1e-3)")
+    p.add_argument("--n-test", type=int, default=PriorConfig().n_test, min=1, max=ModelConfig().max_test,
+                   help=f"labelled test rows per training task (default {PriorConfig().n_test})")
+    p.add_argument("--init", type=Path, default=None,
+                   help="continue training this checkpoint folder (its sha256 is verified; --d-model/--layers "
+                        "are then taken from it)")
     p.add_argument("--eval-tasks", type=int, default=300, min=1, max=1_000_000,
                    help="fresh prior tasks for the sanity figure")
     return p
@@ -94,9 +104,17 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if args.d_model % 4:
         raise ConfigError(f"--d-model must be a multiple of 4 (the head count), got {args.d_model}")
     model_cfg = ModelConfig(d_model=args.d_model, n_layers=args.layers, d_ff=2 * args.d_model)
+    init_state, init_info = None, None
+    if args.init is not None:
+        init_manifest = read_manifest(args.init)
+        init_state = load_checkpoint(args.init).state_dict()
+        model_cfg = ModelConfig(**init_manifest["config"])
+        init_info = {"folder": str(args.init), "sha256": init_manifest["sha256"],
+                     "command": init_manifest.get("training", {}).get("command"),
+                     "init": init_manifest.get("training", {}).get("init")}
     train_cfg = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
                             warmup=min(100, max(1, args.steps // 10)))
-    prior_cfg = PriorConfig()
+    prior_cfg = PriorConfig(n_test=args.n_test)
     command = "python -m launch.train_prior_fitted " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     history: list[dict] = []
@@ -107,11 +125,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
               file=sys.stderr, flush=True)
 
     start = time.perf_counter()
-    model, losses = train_prior_fitted(model_cfg, train_cfg, prior_cfg, on_log=log)
+    model, losses = train_prior_fitted(model_cfg, train_cfg, prior_cfg, on_log=log, init_state=init_state)
+    for param in model.parameters():  # a continued model leaves training frozen like a fresh one
+        param.requires_grad_(False)
     train_s = time.perf_counter() - start
     start = time.perf_counter()
     evaluation = evaluate_on_prior(model, args.eval_tasks, args.seed, prior_cfg)
-    training = {"command": command, "seed": args.seed, "tasks": args.steps * args.batch,
+    training = {"command": command, "seed": args.seed, "init": init_info, "tasks": args.steps * args.batch,
                 "train_config": asdict(train_cfg), "prior_config": asdict(prior_cfg),
                 "parameters": int(sum(p.numel() for p in model.parameters())),
                 "torch_threads": torch.get_num_threads(), "train_s": round(train_s, 1),

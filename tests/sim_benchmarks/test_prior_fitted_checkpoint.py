@@ -78,3 +78,27 @@ def test_the_shipped_checkpoint_verifies_and_records_how_it_was_made():
 def test_the_training_command_refuses_bad_flags(tmp_path, capsys, argv, needle):
     assert train_main(["--out", str(tmp_path / "ck"), *argv]) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_init_continues_a_checkpoint_and_records_it(tmp_path):
+    model = saved(tmp_path / "first")
+    first = read_manifest(tmp_path / "first")
+    assert train_main(["--out", str(tmp_path / "next"), "--init", str(tmp_path / "first"), "--steps", "2",
+                       "--batch", "2", "--n-test", "5", "--seed", "9", "--eval-tasks", "2"]) == 0
+    manifest = read_manifest(tmp_path / "next")
+    # the architecture comes from the checkpoint, not the flags
+    assert {k: manifest["config"][k] for k in first["config"]} == first["config"]
+    assert manifest["training"]["init"]["sha256"] == first["sha256"]
+    assert manifest["training"]["prior_config"]["n_test"] == 5
+    after = load_checkpoint(tmp_path / "next").state_dict()
+    before = model.state_dict()
+    # Two small steps from the saved weights: moved, but far closer to them than to a fresh initialisation.
+    fresh = build_model(CONFIG, seed=9).state_dict()
+    moved = sum(float((after[k] - before[k]).abs().sum()) for k in before)
+    assert 0 < moved < sum(float((fresh[k] - before[k]).abs().sum()) for k in before) / 10
+
+
+def test_init_refuses_a_folder_without_a_checkpoint(tmp_path, capsys):
+    assert train_main(["--out", str(tmp_path / "ck"), "--init", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    assert "has no manifest.json" in err and len(err.strip().splitlines()) == 1

@@ -227,15 +227,19 @@ def build_model(config: dict, seed: int = 0) -> PriorFittedTransformer:
 
 
 def train_prior_fitted(model_cfg: ModelConfig, train_cfg: TrainConfig, prior_cfg: PriorConfig = PriorConfig(),
-                       on_log: Callable[[dict], None] | None = None, log_every: int = 100
+                       on_log: Callable[[dict], None] | None = None, log_every: int = 100,
+                       init_state: dict[str, torch.Tensor] | None = None
                        ) -> tuple[PriorFittedTransformer, list[float]]:
     """Fit the transformer on ``steps * batch`` fresh prior tasks (never reused); returns (model, loss per step).
 
-    Cross-entropy on the test rows; AdamW with linear warm-up and cosine decay. Same configs and seed → the same
-    weights on the same machine and thread count."""
+    Cross-entropy on the test rows; AdamW with linear warm-up and cosine decay. ``init_state`` (a state dict of
+    the same architecture) continues an earlier model's training instead of starting from random weights. Same
+    configs, seed and initial weights → the same weights on the same machine and thread count."""
     if prior_cfg.max_features != model_cfg.max_features or prior_cfg.max_classes != model_cfg.max_classes:
         raise ValueError("prior and model disagree on max_features / max_classes")
     model = build_model(asdict(model_cfg), train_cfg.seed)
+    if init_state is not None:
+        model.load_state_dict(init_state, strict=True)
     rng = np.random.default_rng(train_cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
 
