@@ -16,7 +16,8 @@ from sim_benchmarks.studies.vap import own_object
     (["grounding", "--references", "videos"], "renders, photos"),
     (["episodes", "--episodes", "0"], "--episodes must be a positive integer"),
     (["grounding", "--tasks", "fractal_fly_my"], "fractal_pick_my"),
-    (["episodes", "--variant", "second_pass"], "valid: blend, layout"),  # a past matcher: grounding and speed only
+    (["episodes", "--variant", "second_pass"], "valid: blend, layout"),
+    (["episodes", "--policies", "vap,generic"], "vap, oracle_mask"),  # a past matcher: grounding and speed only
 ])
 def test_bad_input_is_exit_status_2(args, message, capsys, tmp_path):
     assert own_object.main([*args, "--out", str(tmp_path / "o")]) == 2

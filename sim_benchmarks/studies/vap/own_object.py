@@ -17,7 +17,7 @@ inside installed packages, used only to report).
   ``--references photos`` gives VAP synthetic phone photos of the object (``personal_references``, written under
   ``OUT/phone_photos``) instead of the env's renders.
 * ``episodes`` — full episodes of ``vap`` (the variant ``--variant``) and ``oracle_mask`` on the frozen generic
-  base: success and correct object.
+  base: success and correct object (``--policies vap`` runs one of them; ``summary`` pairs runs by episode).
 * ``builtin`` — first-step grounding of two variants on the built-in test designs (paired, same frames).
 * ``speed`` — VAP's first step (detect, match, track start, prompt; the scripted expert underneath costs ~nothing)
   per variant on one thread, as CPU time of the process (``time.process_time``: on a shared machine wall time
@@ -77,6 +77,7 @@ PAST: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "second_pass": ({"user_prior_floor": 0.0}, {"layout_keypoint_refs": 5, "keypoint_skip_gap": math.inf})}
 VARIANTS["second_pass"] = VARIANTS["layout"]
 REFERENCE_SOURCES = ("renders", "photos")
+EPISODE_POLICIES = ("vap", "oracle_mask")
 # Kinds as the study reports them: a mirrored print is split into its two draws.
 KINDS = ("recoloured", "recropped", "mirror_lr", "upside_down", "other_photo")
 
@@ -323,8 +324,9 @@ def summarise_grounding(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def episodes_part(photos: list[Path], categories: Sequence[str], episodes: int, seed: int, variant: str,
-                  out: Path) -> dict[str, Any]:
-    """Full episodes of ``vap`` (``variant``) and ``oracle_mask`` on the generic base, every task."""
+                  out: Path, policies: Sequence[str] = EPISODE_POLICIES) -> dict[str, Any]:
+    """Full episodes of ``vap`` (``variant``) and ``oracle_mask`` (or one of them: ``policies``) on the generic
+    base, every task."""
     from sim_benchmarks.evaluation import EvalConfig, run_evaluation
 
     opts, env_opts = VARIANTS[variant]
@@ -334,7 +336,7 @@ def episodes_part(photos: list[Path], categories: Sequence[str], episodes: int, 
             folder = out / "episodes" / f"{photo.stem}_{cat}"
             # a base seed per user object: the episode seeds (and so the look-alikes drawn) differ between objects
             obj_seed = seed + 1000 * (zlib.crc32(f"{photo.name}/{cat}".encode()) % 1000)
-            cfg = EvalConfig(env=SUITE, policies=["vap", "oracle_mask"], episodes=episodes, seed=obj_seed, workers=1,
+            cfg = EvalConfig(env=SUITE, policies=list(policies), episodes=episodes, seed=obj_seed, workers=1,
                              out=folder, resume=(folder / "episodes.jsonl").exists(),
                              env_options={"personal_texture": str(photo), "personal_category": cat, **env_opts},
                              policy_options=opts)
@@ -394,7 +396,7 @@ def summarise_episodes(records: dict[str, list[dict[str, Any]]], categories: Seq
     key = {p: {(r["photo"], r["category"], r["task"], r["seed"], r["episode"]): r for r in rs}
            for p, rs in records.items()}
     common = sorted(set(key["vap"]) & set(key["oracle_mask"]))
-    for m in ("success", "correct_object"):
+    for m in ("success", "correct_object") if common else ():  # nothing paired when one policy was not run
         d, lo, hi = bootstrap_ci([int(bool(key["vap"][k][m])) - int(bool(key["oracle_mask"][k][m])) for k in common])
         res[f"vap - oracle_mask {m}"] = {"diff": d, "ci95": [lo, hi], "n": len(common)}
     return res
@@ -522,15 +524,16 @@ def markdown(r: dict[str, Any]) -> str:
     if "episodes" in r:
         e = r["episodes"]
         lines += ["", "| policy | success | correct object | first-step grounding |", "| --- | --- | --- | --- |"]
-        for pol in ("vap", "oracle_mask"):
+        ran = [pol for pol in EPISODE_POLICIES if e[pol]["success"]["n"]]
+        for pol in ran:
             lines.append(f"| {pol} | {pct(e[pol]['success'])} | {pct(e[pol]['correct_object'])} | "
                          f"{pct(e[pol]['grounding_correct'])} |")
-        if "per_kind_present" in e["vap"]:
+        if ran and "per_kind_present" in e[ran[0]]:
             lines += ["", "| correct object, scenes with … | " + " | ".join(KINDS) + " |",
                       "| --- " * (len(KINDS) + 1) + "|"]
-            for pol in ("vap", "oracle_mask"):
+            for pol in ran:
                 lines.append(f"| {pol} | " + " | ".join(pct(e[pol]["per_kind_present"][k]) for k in KINDS) + " |")
-        for m in ("success", "correct_object"):
+        for m in ("success", "correct_object") if "vap - oracle_mask success" in e else ():
             d = e[f"vap - oracle_mask {m}"]
             lines.append(f"\nvap − oracle_mask {m}: {100 * d['diff']:+.1f} points [{100 * d['ci95'][0]:+.1f}, "
                          f"{100 * d['ci95'][1]:+.1f}] over {d['n']} paired episodes")
@@ -564,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=72000)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="grounding: comma-separated variants")
     parser.add_argument("--variant", default="layout", help="episodes: the vap variant")
+    parser.add_argument("--policies", default=",".join(EPISODE_POLICIES),
+                        help="episodes: comma-separated, vap and/or oracle_mask (summary pairs them by episode)")
     parser.add_argument("--references", default="renders", help="grounding: renders or photos")
     parser.add_argument("--from", dest="sources", default="", help="summary: comma-separated result folders")
     parser.add_argument("--out", type=Path, default=Path("runs/own_object"))
@@ -584,6 +589,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise choice_error("variant", v, list(VARIANTS))
     if args.variant in PAST:
         raise choice_error("episodes variant", args.variant, [v for v in VARIANTS if v not in PAST])
+    episode_policies = [p for p in args.policies.split(",") if p]
+    for p in episode_policies or [""]:
+        if p not in EPISODE_POLICIES:
+            raise choice_error("episodes policy", p, EPISODE_POLICIES)
     photos = photo_set(args.photos)
     if args.photo:
         if args.photo not in [p.name for p in photos]:
@@ -626,7 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.part == "speed":
         result["speed"] = speed_part(photos[0], args.episodes, args.seed)
     elif args.part == "episodes":
-        result["episodes"] = episodes_part(photos, categories, args.episodes, args.seed, args.variant, out)
+        result["episodes"] = episodes_part(photos, categories, args.episodes, args.seed, args.variant, out,
+                                           episode_policies)
     else:
         result["builtin"] = builtin_part(args.episodes, args.seed, tasks)
     result["wall_s"] = round(time.perf_counter() - start, 1)
