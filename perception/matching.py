@@ -4,7 +4,8 @@ Three cues, each max-pooled over the references, are combined by a logistic mode
 - ``embedding``: cosine of deep features (MobileNetV2 by default, or a local DINOv2/CLIP folder);
 - ``colour``: HSV histogram intersection over the object's pixels;
 - ``keypoints``: ORB matches that survive a RANSAC similarity fit, squashed as n / (n + 8); with the layout cue on,
-  against the references whose layout matches the candidate best, and the fit must be upright and unscaled;
+  against the references whose layout matches the candidate best, the fit must be upright and unscaled, and the
+  cue is skipped when the other cues already give one candidate a clear lead;
 - ``layout``: where the print's colours sit on the object (``perception/layout.py``): a mirrored, upside-down or
   re-cropped copy of the print has the same colours and pooled features but not the same arrangement.
 Within an image, cues are also compared across candidates (each cue minus the best other candidate's), because
@@ -60,6 +61,13 @@ class MatcherConfig:
     # print) or scaled further (a recrop) counts no inliers. With a few phone-like references any fit counts.
     keypoint_max_turn: float = 30.0  # degrees
     keypoint_scale: tuple[float, float] = (0.67, 1.5)
+    # With the layout cue on, keypoints are matched against this many best-layout references (4 and 5 grounded
+    # the same development scenes; each one more costs an ORB match and a RANSAC fit per candidate) ...
+    layout_keypoint_refs: int = 4
+    # ... and not at all when the other cues already put one candidate this far (logit units) ahead of every
+    # other candidate it does not overlap: on the development scenes any gap from 6 up left every choice as it
+    # was, and about half the scenes are that clear (the keypoint cue is the matcher's most costly one).
+    keypoint_skip_gap: float = 8.0
 
     def __post_init__(self) -> None:
         bad = [c for c in self.components if c not in COMPONENTS]
@@ -322,8 +330,24 @@ class InstanceMatcher:
         """Whether the layout cue counts with the current references (it needs ``layout_min_refs`` of them)."""
         return "layout" in self.config.components and len(self.references) >= self.config.layout_min_refs
 
-    def cues(self, views: Sequence[ObjectView]) -> dict[str, np.ndarray]:
-        """Per-candidate cue values (max over references), each shape (n,)."""
+    def _clear_lead(self, out: dict[str, np.ndarray], overlap: np.ndarray | None) -> bool:
+        """Whether the cues in ``out`` already put one candidate ``keypoint_skip_gap`` logit units ahead of every
+        other candidate it does not overlap (False when there is no such other candidate)."""
+        cfg = self.config
+        n = len(next(iter(out.values())))
+        logit = sum((cfg.weights_abs[c] * v + cfg.weights_rel[c] * margins(v, overlap) for c, v in out.items()),
+                    np.zeros(n))
+        best = int(np.argmax(logit))
+        others = np.ones(n, bool) if overlap is None else ~np.asarray(overlap[best], bool)
+        others[best] = False
+        return bool(others.any()) and float(logit[best] - logit[others].max()) >= cfg.keypoint_skip_gap
+
+    def cues(self, views: Sequence[ObjectView], overlap: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Per-candidate cue values (max over references), each shape (n,).
+
+        ``overlap`` (:func:`overlap_matrix` of the candidates' masks) tells which candidates are one object; with
+        the layout cue on it lets a clear lead of the other cues skip the keypoint cue (zero for every candidate).
+        """
         if not self.references:
             raise ConfigError("matcher has no reference images; call set_references first")
         n, use, out = len(views), self.config.components, {}
@@ -339,19 +363,22 @@ class InstanceMatcher:
             if self._bank is None:
                 self._bank = layout_bank([r.layout for r in self.references])
             sims = layout_similarities([v.layout for v in views], self._bank)  # (n, references)
+        if "layout" in use:
+            out["layout"] = sims.max(axis=1) if sims is not None else np.zeros(n)
         if "keypoints" in use:
-            k = max(1, self.config.keypoint_refs)
             if sims is None:
-                refs = self.references[:k]
+                refs = self.references[:max(1, self.config.keypoint_refs)]
                 counts = np.array([max(self._inliers(v, r) for r in refs) for v in views], float)
+            elif self._clear_lead(out, overlap):
+                counts = np.zeros(n)
             else:  # against the views whose layout matches this candidate best: the same side of the object
+                k = max(1, self.config.layout_keypoint_refs)
                 counts = np.array([max(self._inliers(v, self.references[j], upright=True)
                                        for j in np.argsort(-sims[i], kind="stable")[:k])
                                    for i, v in enumerate(views)], float)
             out["keypoints"] = counts / (counts + 8.0)
-        if "layout" in use:
-            out["layout"] = sims.max(axis=1) if sims is not None else np.zeros(n)
-        return out
+        # the order of COMPONENTS (callers that list the cues see them as before)
+        return {c: out[c] for c in COMPONENTS if c in out}
 
     def combine(self, cues: dict[str, np.ndarray], overlap: np.ndarray | None = None) -> np.ndarray:
         """Logistic combination of absolute cues and their margin over the best other (non-overlapping) candidate."""
@@ -376,8 +403,9 @@ class InstanceMatcher:
         """:meth:`score` and the cue values it was computed from."""
         if not candidates:
             return np.zeros(0), {name: np.zeros(0) for name in self.config.components}
-        cues = self.cues(self.views(image, [c.mask for c in candidates]))
-        return self.combine(cues, overlap_matrix([c.mask for c in candidates])), cues
+        overlap = overlap_matrix([c.mask for c in candidates])
+        cues = self.cues(self.views(image, [c.mask for c in candidates]), overlap)
+        return self.combine(cues, overlap), cues
 
     def fit_calibration(self, cue_rows: list[dict[str, np.ndarray]], labels: list[np.ndarray],
                         steps: int = 500, lr: float = 0.5,

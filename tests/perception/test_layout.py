@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import cv2
@@ -95,7 +96,8 @@ def test_a_plain_patch_does_not_match_a_print_by_its_shading():
     assert sims[0] < 0.3 < sims[1], sims
 
 
-def test_with_the_layout_cue_on_keypoints_need_an_upright_unscaled_fit():
+def _print_and_turned_print():
+    """A frame with the print and the print upside down, and a reference of the print."""
     photo = cv2.resize(_photo(), (120, 160))
     frame = np.full((200, 360, 3), 110, np.uint8)
     masks = [np.zeros((200, 360), bool) for _ in range(2)]
@@ -103,8 +105,14 @@ def test_with_the_layout_cue_on_keypoints_need_an_upright_unscaled_fit():
     frame[20:180, 220:340], masks[1][20:180, 220:340] = photo[::-1, ::-1], True  # the print turned upside down
     ref_frame, ref_mask = np.full((200, 200, 3), 110, np.uint8), np.zeros((200, 200), bool)
     ref_frame[20:180, 40:160], ref_mask[20:180, 40:160] = photo, True
-    matcher = InstanceMatcher(MatcherConfig(layout_min_refs=1))
-    matcher.set_references([{"image": ref_frame, "mask": ref_mask}])
+    return frame, masks, {"image": ref_frame, "mask": ref_mask}
+
+
+def test_with_the_layout_cue_on_keypoints_need_an_upright_unscaled_fit():
+    frame, masks, ref = _print_and_turned_print()
+    # never skipped here: this is about the fit (the other cues alone already tell these two apart)
+    matcher = InstanceMatcher(MatcherConfig(layout_min_refs=1, keypoint_skip_gap=math.inf))
+    matcher.set_references([ref])
     ref = matcher.references[0]
     same, turned = matcher.views(frame, masks)
     assert matcher._inliers(turned, ref) > 8  # any fit: the turned print matches by a 180° similarity
@@ -112,3 +120,20 @@ def test_with_the_layout_cue_on_keypoints_need_an_upright_unscaled_fit():
     assert matcher._inliers(same, ref, upright=True) > 8
     cues = matcher.cues([same, turned])
     assert cues["keypoints"][0] > 0.5 and cues["keypoints"][1] == 0
+
+
+def test_a_clear_lead_of_the_other_cues_skips_the_keypoint_cue():
+    frame, masks, ref = _print_and_turned_print()
+    full = InstanceMatcher(MatcherConfig(layout_min_refs=1, keypoint_skip_gap=math.inf))
+    lean = InstanceMatcher(MatcherConfig(layout_min_refs=1), embedder=full.embedder)  # default gap
+    for m in (full, lean):
+        m.set_references([ref])
+    views = full.views(frame, masks)
+    every, skipped = full.cues(views), lean.cues(views)
+    assert every["keypoints"][0] > 0.5 and np.all(skipped["keypoints"] == 0)
+    for cue in ("embedding", "colour", "layout"):
+        assert np.array_equal(every[cue], skipped[cue])
+    assert np.argmax(full.combine(every)) == np.argmax(lean.combine(skipped)) == 0  # the same choice
+    # two masks of one object are not competitors: no lead over anything, so the keypoints are computed
+    together = lean.cues(views, overlap=np.ones((2, 2), bool))
+    assert together["keypoints"][0] > 0.5

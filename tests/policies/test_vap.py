@@ -202,3 +202,48 @@ def test_category_text_work_happens_at_reset():
     assert "mug" in vap.detector.scorer._weights  # encoded before the first image arrives
     vap.act(obs)
     assert vap.episode_info()["grounding_ok"]
+
+
+def _print_and_its_shifted_copy():
+    """A frame with a photo print and the same print shifted sideways (a user's mug and a look-alike the matcher
+    rates almost as high), and a reference of the print."""
+    from pathlib import Path
+
+    import matplotlib
+
+    from perception.candidate import box_of_mask
+
+    img = cv2.imread(str(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"))
+    photo = cv2.cvtColor(cv2.resize(img, (60, 80)), cv2.COLOR_BGR2RGB)
+    ref, ref_mask = np.full((128, 128, 3), 110, np.uint8), np.zeros((128, 128), bool)
+    ref[24:104, 34:94], ref_mask[24:104, 34:94] = photo, True
+    frame = np.full((128, 256, 3), 110, np.uint8)
+    masks = [np.zeros((128, 256), bool) for _ in range(2)]
+    frame[24:104, 20:80], masks[0][24:104, 20:80] = photo, True
+    frame[24:104, 150:210], masks[1][24:104, 150:210] = np.roll(photo, 4, axis=1), True
+    boxes = [box_of_mask(m) for m in masks]
+    return frame, masks, boxes, {"image": ref, "mask": ref_mask}
+
+
+def test_a_near_zero_category_score_does_not_overturn_the_matcher_on_a_user_object():
+    from perception.candidate import Candidate
+    from policies.vap import VAPConfig, category_prior
+
+    assert np.allclose(category_prior(np.array([0.0, 0.02])), [0.0, 1.0])
+    assert np.allclose(category_prior(np.array([0.0, 0.02]), 1.0), [0.0, 0.02])
+    assert np.allclose(category_prior(np.array([0.5, 0.25]), 0.0), category_prior(np.array([0.5, 0.25]), 0.5))
+    frame, masks, boxes, ref = _print_and_its_shifted_copy()
+    # the detector barely sees either as a mug; it scores the shifted copy a hair higher
+    cands = [Candidate(box=b, mask=m, score=s) for b, m, s in zip(boxes, masks, (0.0, 0.02), strict=True)]
+    chosen = {}
+    for refs in (8, 3):  # 8+: a user object's reference set (layout cue on); 3: built-in designs
+        for floor in (VAPConfig.user_prior_floor, 0.0):
+            vap = VisualAttentivePrompting(ColourPointer(), config=VAPConfig(user_prior_floor=floor))
+            vap.matcher.set_references([ref] * refs)
+            match, _ = vap.matcher.score_with_cues(frame, cands)
+            chosen[refs, floor] = vap._score(frame, cands)[1]
+            assert match[0] > match[1]  # the matcher prefers the print itself
+    # with a user object's references the matcher decides; stretched to the best, 0.02 against 0 overturned it
+    assert chosen[8, VAPConfig.user_prior_floor] == 0 and chosen[8, 0.0] == 1
+    # built-in designs keep the prior relative to the scene's best score, whatever the floor
+    assert chosen[3, VAPConfig.user_prior_floor] == chosen[3, 0.0] == 1

@@ -16,6 +16,8 @@ from sim_benchmarks.studies.vap import own_object
     (["grounding", "--references", "videos"], "renders, photos"),
     (["episodes", "--episodes", "0"], "--episodes must be a positive integer"),
     (["grounding", "--tasks", "fractal_fly_my"], "fractal_pick_my"),
+    (["episodes", "--variant", "second_pass"], "valid: blend, layout"),
+    (["episodes", "--policies", "vap,generic"], "vap, oracle_mask"),  # a past matcher: grounding and speed only
 ])
 def test_bad_input_is_exit_status_2(args, message, capsys, tmp_path):
     assert own_object.main([*args, "--out", str(tmp_path / "o")]) == 2
@@ -57,3 +59,19 @@ def test_episode_records_are_split_by_the_lookalike_kinds_in_their_scene():
         got = res["vap"]["per_kind_present"][k]
         assert got["n"] == len(with_k) and got["k"] == sum(s != 4 for s in with_k)
     assert res["vap - oracle_mask correct_object"]["diff"] == 0
+
+
+def test_the_second_pass_variant_puts_the_past_fields_back():
+    from sim_benchmarks import registry
+    from sim_benchmarks.studies.vap.vap_benchmark import SUITE
+
+    registry.load_all()
+    env = registry.suites()[SUITE].make_env("fractal_pick_my", {})
+    try:
+        now, past = (own_object.make_variant(env, "fractal_pick_my", v) for v in ("layout", "second_pass"))
+    finally:
+        env.close()
+    assert now.config.user_prior_floor == 1.0 and past.config.user_prior_floor == 0.0
+    assert now.matcher.config.layout_keypoint_refs == 4 and past.matcher.config.layout_keypoint_refs == 5
+    assert past.matcher.config.keypoint_skip_gap == float("inf") > now.matcher.config.keypoint_skip_gap
+    assert past.matcher.config.components == now.matcher.config.components  # otherwise the same matcher

@@ -17,7 +17,7 @@ inside installed packages, used only to report).
   ``--references photos`` gives VAP synthetic phone photos of the object (``personal_references``, written under
   ``OUT/phone_photos``) instead of the env's renders.
 * ``episodes`` — full episodes of ``vap`` (the variant ``--variant``) and ``oracle_mask`` on the frozen generic
-  base: success and correct object.
+  base: success and correct object (``--policies vap`` runs one of them; ``summary`` pairs runs by episode).
 * ``builtin`` — first-step grounding of two variants on the built-in test designs (paired, same frames).
 * ``speed`` — VAP's first step (detect, match, track start, prompt; the scripted expert underneath costs ~nothing)
   per variant on one thread, as CPU time of the process (``time.process_time``: on a shared machine wall time
@@ -26,15 +26,17 @@ inside installed packages, used only to report).
   run per photograph, ``--photo``, run side by side) and the episodes of several ``episodes`` runs.
 * ``sheet`` — a contact sheet of one scene's objects, one per look-alike kind.
 
-Variants: ``blend`` (VAP before the layout cue: embedding, colour, keypoints over 4 phone-like renders) and
+Variants: ``blend`` (VAP before the layout cue: embedding, colour, keypoints over 4 phone-like renders),
 ``layout`` (VAP's default now: the same plus the print-layout cue, with 16 more renders from the robot cameras'
-elevation for a user object). Writes ``own_object.json`` + ``README.md`` (the sheet: the PNG alone).
+elevation for a user object) and ``second_pass`` (``layout`` as it was before the category prior's floor and the
+keypoint savings; grounding and speed only). Writes ``own_object.json`` + ``README.md`` (the sheet: the PNG alone).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import shlex
 import sys
@@ -43,6 +45,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +70,14 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "blend": ({"vap_matcher_embedder": "blend", "vap_components": OLD_CUES}, {"reference_views": 0}),
     "layout": ({"vap_matcher_embedder": "blend", "vap_components": OLD_CUES + ",layout"}, {"reference_views": 16}),
 }
+# The second pass of the layout matcher as it was (the category prior relative to the scene's best score, keypoints
+# against 5 best-layout references, never skipped), for paired comparisons on the same frames: ``layout`` with
+# these VAPConfig / MatcherConfig fields put back. Grounding and speed only (a study-side override, not an option).
+PAST: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "second_pass": ({"user_prior_floor": 0.0}, {"layout_keypoint_refs": 5, "keypoint_skip_gap": math.inf})}
+VARIANTS["second_pass"] = VARIANTS["layout"]
 REFERENCE_SOURCES = ("renders", "photos")
+EPISODE_POLICIES = ("vap", "oracle_mask")
 # Kinds as the study reports them: a mirrored print is split into its two draws.
 KINDS = ("recoloured", "recropped", "mirror_lr", "upside_down", "other_photo")
 
@@ -122,6 +132,15 @@ def phone_photos(texture: str, category: str, folder: Path, count: int = 3) -> l
         path.write_bytes(buf.getvalue())
         paths.append(str(path))
     return paths
+
+
+def make_variant(env: Any, task: str, variant: str) -> Any:
+    """The ``vap`` policy of a variant (a past one with its config fields put back)."""
+    policy = make_vap(env, task, VARIANTS[variant][0])
+    vap_fields, matcher_fields = PAST.get(variant, ({}, {}))
+    policy.config = replace(policy.config, **vap_fields)
+    policy.matcher.config = replace(policy.matcher.config, **matcher_fields)
+    return policy
 
 
 def _kind(instance_id: str | None, target: str, sub: dict[str, str]) -> str:
@@ -225,7 +244,7 @@ def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequenc
                     # One env for every variant: its reference set is the 4 phone-like renders (or photos) and then
                     # the robot-view renders, so a variant without them reads the first part (the same images).
                     env = registry.suites()[SUITE].make_env(task, {**base, "reference_views": 16})
-                    pols = {v: _Recorder(make_vap(env, task, VARIANTS[v][0])) for v in variants}
+                    pols = {v: _Recorder(make_variant(env, task, v)) for v in variants}
                     try:
                         for i in range(episodes):
                             obs, info = env.reset(seed=first + i)
@@ -305,8 +324,9 @@ def summarise_grounding(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def episodes_part(photos: list[Path], categories: Sequence[str], episodes: int, seed: int, variant: str,
-                  out: Path) -> dict[str, Any]:
-    """Full episodes of ``vap`` (``variant``) and ``oracle_mask`` on the generic base, every task."""
+                  out: Path, policies: Sequence[str] = EPISODE_POLICIES) -> dict[str, Any]:
+    """Full episodes of ``vap`` (``variant``) and ``oracle_mask`` (or one of them: ``policies``) on the generic
+    base, every task."""
     from sim_benchmarks.evaluation import EvalConfig, run_evaluation
 
     opts, env_opts = VARIANTS[variant]
@@ -316,7 +336,7 @@ def episodes_part(photos: list[Path], categories: Sequence[str], episodes: int, 
             folder = out / "episodes" / f"{photo.stem}_{cat}"
             # a base seed per user object: the episode seeds (and so the look-alikes drawn) differ between objects
             obj_seed = seed + 1000 * (zlib.crc32(f"{photo.name}/{cat}".encode()) % 1000)
-            cfg = EvalConfig(env=SUITE, policies=["vap", "oracle_mask"], episodes=episodes, seed=obj_seed, workers=1,
+            cfg = EvalConfig(env=SUITE, policies=list(policies), episodes=episodes, seed=obj_seed, workers=1,
                              out=folder, resume=(folder / "episodes.jsonl").exists(),
                              env_options={"personal_texture": str(photo), "personal_category": cat, **env_opts},
                              policy_options=opts)
@@ -376,7 +396,7 @@ def summarise_episodes(records: dict[str, list[dict[str, Any]]], categories: Seq
     key = {p: {(r["photo"], r["category"], r["task"], r["seed"], r["episode"]): r for r in rs}
            for p, rs in records.items()}
     common = sorted(set(key["vap"]) & set(key["oracle_mask"]))
-    for m in ("success", "correct_object"):
+    for m in ("success", "correct_object") if common else ():  # nothing paired when one policy was not run
         d, lo, hi = bootstrap_ci([int(bool(key["vap"][k][m])) - int(bool(key["oracle_mask"][k][m])) for k in common])
         res[f"vap - oracle_mask {m}"] = {"diff": d, "ci95": [lo, hi], "n": len(common)}
     return res
@@ -386,12 +406,13 @@ def builtin_part(episodes: int, seed: int, tasks: Sequence[str]) -> dict[str, An
     """First-step grounding of both variants on the built-in test designs, the same frames (paired)."""
     from sim_benchmarks.studies.vap.vap_benchmark import grounding_variants
 
-    rows = {v: [] for v in VARIANTS}
+    variants = ("blend", "layout")  # built-in designs: the layout cue and all that came with it is gated off
+    rows = {v: [] for v in variants}
     for task in tasks:
-        res = grounding_variants(task, episodes, seed, {v: VARIANTS[v][0] for v in VARIANTS})
-        for v in VARIANTS:
+        res = grounding_variants(task, episodes, seed, {v: VARIANTS[v][0] for v in variants})
+        for v in variants:
             rows[v] += [{"task": task, **r} for r in res[v]["rows"]]
-        print(f"  {task}: " + ", ".join(f"{v} {res[v]['correct']}/{res[v]['episodes']}" for v in VARIANTS),
+        print(f"  {task}: " + ", ".join(f"{v} {res[v]['correct']}/{res[v]['episodes']}" for v in variants),
               file=sys.stderr, flush=True)
     out: dict[str, Any] = {v: {"overall": _rate(sum(r["correct"] for r in rs), len(rs)),
                                "per_task": {t: _rate(sum(r["correct"] for r in rs if r["task"] == t),
@@ -411,11 +432,11 @@ def speed_part(photo: Path, episodes: int, seed: int, task: str = "fractal_pick_
     out: dict[str, Any] = {"task": task, "photo": photo.name, "episodes": episodes, "load_before": os.getloadavg()}
     for where, extra in (("user object", {"personal_texture": str(photo), "personal_category": "mug"}),
                          ("built-in", {})):
-        for v, (opts, env_opts) in VARIANTS.items():
+        for v, (_opts, env_opts) in VARIANTS.items():
             env = registry.suites()[SUITE].make_env(task, {"privileged": True, **extra,
                                                            **(env_opts if extra else {})})
             try:
-                policy = make_vap(env, task, opts)
+                policy = make_variant(env, task, v)
                 cpu, wall = [], []
                 for i in range(-2, episodes):  # two warm-up episodes: weights, caches
                     obs, info = env.reset(seed=seed + i)
@@ -503,15 +524,16 @@ def markdown(r: dict[str, Any]) -> str:
     if "episodes" in r:
         e = r["episodes"]
         lines += ["", "| policy | success | correct object | first-step grounding |", "| --- | --- | --- | --- |"]
-        for pol in ("vap", "oracle_mask"):
+        ran = [pol for pol in EPISODE_POLICIES if e[pol]["success"]["n"]]
+        for pol in ran:
             lines.append(f"| {pol} | {pct(e[pol]['success'])} | {pct(e[pol]['correct_object'])} | "
                          f"{pct(e[pol]['grounding_correct'])} |")
-        if "per_kind_present" in e["vap"]:
+        if ran and "per_kind_present" in e[ran[0]]:
             lines += ["", "| correct object, scenes with … | " + " | ".join(KINDS) + " |",
                       "| --- " * (len(KINDS) + 1) + "|"]
-            for pol in ("vap", "oracle_mask"):
+            for pol in ran:
                 lines.append(f"| {pol} | " + " | ".join(pct(e[pol]["per_kind_present"][k]) for k in KINDS) + " |")
-        for m in ("success", "correct_object"):
+        for m in ("success", "correct_object") if "vap - oracle_mask success" in e else ():
             d = e[f"vap - oracle_mask {m}"]
             lines.append(f"\nvap − oracle_mask {m}: {100 * d['diff']:+.1f} points [{100 * d['ci95'][0]:+.1f}, "
                          f"{100 * d['ci95'][1]:+.1f}] over {d['n']} paired episodes")
@@ -525,7 +547,7 @@ def markdown(r: dict[str, Any]) -> str:
     if "builtin" in r:
         b = r["builtin"]
         lines += ["", "| variant | built-in grounding |", "| --- | --- |"]
-        for v in VARIANTS:
+        for v in ("blend", "layout"):
             lines.append(f"| {v} | {pct(b[v]['overall'])} |")
         d = b["paired layout - blend"]
         lines.append(f"\npaired layout − blend: {100 * d['diff']:+.1f} points [{100 * d['ci95'][0]:+.1f}, "
@@ -545,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=72000)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="grounding: comma-separated variants")
     parser.add_argument("--variant", default="layout", help="episodes: the vap variant")
+    parser.add_argument("--policies", default=",".join(EPISODE_POLICIES),
+                        help="episodes: comma-separated, vap and/or oracle_mask (summary pairs them by episode)")
     parser.add_argument("--references", default="renders", help="grounding: renders or photos")
     parser.add_argument("--from", dest="sources", default="", help="summary: comma-separated result folders")
     parser.add_argument("--out", type=Path, default=Path("runs/own_object"))
@@ -563,6 +587,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for v in [*variants, args.variant] or [""]:
         if v not in VARIANTS:
             raise choice_error("variant", v, list(VARIANTS))
+    if args.variant in PAST:
+        raise choice_error("episodes variant", args.variant, [v for v in VARIANTS if v not in PAST])
+    episode_policies = [p for p in args.policies.split(",") if p]
+    for p in episode_policies or [""]:
+        if p not in EPISODE_POLICIES:
+            raise choice_error("episodes policy", p, EPISODE_POLICIES)
     photos = photo_set(args.photos)
     if args.photo:
         if args.photo not in [p.name for p in photos]:
@@ -585,7 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": "python -m launch.study vap.own_object " + shlex.join(sys.argv[1:] if argv is None else argv),
         "part": args.part, "photos": [p.name for p in photos], "photo_set": args.photos, "categories": categories,
         "tasks": tasks, "episodes_per_task": args.episodes, "seed": args.seed, "references": args.references,
-        "variants": {v: {"policy_options": VARIANTS[v][0], "env_options": VARIANTS[v][1]} for v in VARIANTS},
+        "variants": {v: {"policy_options": VARIANTS[v][0], "env_options": VARIANTS[v][1],
+                         **({"config_fields": PAST[v]} if v in PAST else {})} for v in VARIANTS},
         "lookalike_kinds": list(LOOKALIKE_KINDS)}
     if args.part == "summary":
         parts = [json.loads((Path(d) / "own_object.json").read_text()) for d in args.sources.split(",")
@@ -604,7 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.part == "speed":
         result["speed"] = speed_part(photos[0], args.episodes, args.seed)
     elif args.part == "episodes":
-        result["episodes"] = episodes_part(photos, categories, args.episodes, args.seed, args.variant, out)
+        result["episodes"] = episodes_part(photos, categories, args.episodes, args.seed, args.variant, out,
+                                           episode_policies)
     else:
         result["builtin"] = builtin_part(args.episodes, args.seed, tasks)
     result["wall_s"] = round(time.perf_counter() - start, 1)
