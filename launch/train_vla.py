@@ -314,6 +314,10 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--switch-weight", type=float, default=TrainConfig.switch_weight, min=0, max=1e6,
                    help="multiplies the gripper loss on frames whose chunk holds a gripper switch (rare frames "
                         "that decide grasp and release; 1 = no extra weight)")
+    p.add_argument("--release-frames", type=int, default=TrainConfig.release_frames, min=0, max=1000,
+                   help="label the last N frames of demonstrations that end on a release as open (the env ends a "
+                        "place episode on the step the gripper opens, so the expert's one open frame looks like the "
+                        "closed frame before it; 0 = the expert's labels)")
     p.add_argument("--gripper-classifier", action="store_true",
                    help="a separate gripper classifier beside the action MLP (the logit of closed per chunk step, "
                         "class-balanced cross-entropy) instead of regressing the gripper with the other dimensions")
@@ -491,7 +495,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                                 patience=args.patience, max_minutes=args.minutes, seed=args.seed,
                                 shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
                                 heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise,
-                                memory_source=args.memory_source, switch_weight=args.switch_weight)
+                                memory_source=args.memory_source, switch_weight=args.switch_weight,
+                                release_frames=args.release_frames)
         log = TrainLog(out)
         with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
             bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append, init=init)

@@ -62,12 +62,19 @@ class TrainConfig:
     # Multiplies the gripper loss on frames whose chunk holds a gripper switch (a few frames per episode decide
     # grasp and release; unweighted they are drowned by the many frames that keep the gripper as it is).
     switch_weight: float = 1.0
+    # Label the last N frames of each demonstration that ends on a release as open too. The env ends a place
+    # episode (success) on the step the gripper opens, so a demonstration holds one open frame after the carry, at a
+    # state identical to the closed frame before it (the hand waits at the release height): a release that no input
+    # can tell apart. N frames make it "open once the hand rests low over the goal". 0 = the expert's labels.
+    release_frames: int = 0
 
     def __post_init__(self) -> None:
         if self.memory_source not in MEMORY_SOURCES:
             raise ConfigError(f"memory_source must be one of {', '.join(MEMORY_SOURCES)}, got {self.memory_source!r}")
         if self.switch_weight < 1.0:
             raise ConfigError(f"switch_weight must be >= 1, got {self.switch_weight}")
+        if self.release_frames < 0:
+            raise ConfigError(f"release_frames must be >= 0, got {self.release_frames}")
 
 
 @dataclass
@@ -117,6 +124,20 @@ def switch_frames(actions: np.ndarray, episode: np.ndarray, chunk: int) -> np.nd
         ahead = np.zeros(len(actions), bool)
         ahead[:-k] = switch[k:] & (episode[k:] == episode[:-k])
         out |= ahead
+    return out
+
+
+def widen_release(actions: np.ndarray, episode: np.ndarray, frames: int) -> np.ndarray:
+    """A copy of ``actions`` whose episodes that end on a release (last frame open, an earlier frame closed) have
+    their last ``frames`` frames labelled open (gripper -1): see ``TrainConfig.release_frames``."""
+    out = actions.copy()
+    if frames <= 0:
+        return out
+    for e in np.unique(episode):
+        idx = np.flatnonzero(episode == e)
+        grip = actions[idx, 6]
+        if grip[-1] < 0 and (grip[:-1] > 0).any():
+            out[idx[-frames:], 6] = -1.0
     return out
 
 
@@ -268,15 +289,16 @@ def train_head(
     raw_states = data.states[:, list(head_cfg.state_indices)] if head_cfg.state_indices else data.states
     if head_cfg.state_dim != raw_states.shape[1]:
         raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {raw_states.shape[1]}")
-    targets, mask = chunk_targets(data.actions, data.episode, head_cfg.chunk)
+    actions = widen_release(data.actions, data.episode, cfg.release_frames)
+    targets, mask = chunk_targets(actions, data.episode, head_cfg.chunk)
     train_m, val_m = split_episodes(data.episode, cfg.val_fraction, cfg.seed)
     if init is not None:
         if init.config != head_cfg:
             raise ConfigError("the initial checkpoint's head config differs from the one to train")
         a_mean, a_std, s_mean, s_std = init.action_mean, init.action_std, init.state_mean, init.state_std
     else:
-        a_mean = data.actions[train_m].mean(0)
-        a_std = data.actions[train_m].std(0) + 1e-3
+        a_mean = actions[train_m].mean(0)
+        a_std = actions[train_m].std(0) + 1e-3
         s_mean = raw_states[train_m].mean(0) if raw_states.shape[1] else np.zeros(0, np.float32)
         s_std = raw_states[train_m].std(0) + 1e-3 if raw_states.shape[1] else np.zeros(0, np.float32)
 
@@ -290,7 +312,7 @@ def train_head(
     dim_w[:2] = cfg.xy_weight
     grip_w = torch.ones(len(data))  # per-frame multiplier of the gripper error
     if cfg.switch_weight != 1.0:
-        grip_w[torch.as_tensor(switch_frames(data.actions, data.episode, head_cfg.chunk))] = cfg.switch_weight
+        grip_w[torch.as_tensor(switch_frames(actions, data.episode, head_cfg.chunk))] = cfg.switch_weight
     closed, class_w = None, None
     if head_cfg.gripper_classifier:
         closed, class_w = (torch.as_tensor(a) for a in gripper_classes(targets, mask, train_m))

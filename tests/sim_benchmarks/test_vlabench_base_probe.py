@@ -3,7 +3,7 @@
 import pytest
 
 from envs.errors import ConfigError
-from sim_benchmarks.studies.vlabench.vlabench_base_probe import run, sensitivity, switch_agreement
+from sim_benchmarks.studies.vlabench.vlabench_base_probe import run, sensitivity, switch_agreement, true_memory
 
 
 def _row(episode, expert, head, switch=None, **extra):
@@ -35,3 +35,26 @@ def test_bad_input_is_a_config_error_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="nope"):
         run(["--tasks", "nope", "--out", str(tmp_path / "y")])
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_true_memory_holds_the_target_and_the_box_start_in_the_base_frame():
+    import numpy as np
+
+    from agents.vlabench_demonstrations import to_base_frame
+    from envs.manipulation.vlabench.env import make_env
+
+    for task, has_goal in (("select_my_in_box", True), ("select_my_pick", False)):
+        env = make_env(task, {"track": "in_distribution", "cameras": ("front",), "references": False,
+                              "image_size": 64})
+        try:
+            env.reset(seed=3)
+            ps = env.unwrapped.privileged_state()
+            table = true_memory(env, 2)
+            assert np.allclose(table[0], to_base_frame(np.asarray(ps["target"]["start"]))[:2], atol=1e-6)
+            assert np.isfinite(table[1]).all() == has_goal  # NaN: the head keeps its own estimate
+            if has_goal:
+                box = np.array([*ps["fixture"]["xy"], ps["target"]["start"][2]])
+                assert np.allclose(table[1], to_base_frame(box)[:2], atol=1e-6)
+            assert true_memory(env, 1).shape == (1, 2)
+        finally:
+            env.close()

@@ -17,9 +17,11 @@ the scripted expert drives each episode while, at every visited state, the probe
   the head's first predicted step commands the same (exactly at the frame, and within one frame either side).
 - **Memory error.** The remembered target position's distance from the true start position.
 
-``--closed-loop N`` adds a paired closed-loop check on N generic-track episodes per task (the same env seeds): the
-head with its own memory against the head given the true start positions of the target and the box or plate (the
-question "does the head act on the positions it remembers?"). Writes ``probe.json`` and ``probe.md``.
+``--true-memory`` gives the head the true start positions of the target and the box or plate in place of what it
+localised (in the expert-driven frames above): separates "cannot localise" from "cannot decide" at the gripper
+switches. ``--closed-loop N`` adds a paired closed-loop check on N generic-track episodes per task (the same env
+seeds): the head with its own memory against the head given the true start positions of the target and the box or
+plate (the question "does the head act on the positions it remembers?"). Writes ``probe.json`` and ``probe.md``.
 """
 
 from __future__ import annotations
@@ -54,8 +56,23 @@ def _base_frame(vec_world: np.ndarray) -> np.ndarray:
     return np.array([c * v[0] - s * v[1], s * v[0] + c * v[1], v[2]])
 
 
-def probe_task(policy: Any, task: str, episodes: int, seed: int) -> dict[str, list]:
-    """Expert-driven episodes of ``task``; per-frame rows of label terms, head predictions and switch flags."""
+def true_memory(env: Any, slots: int) -> np.ndarray:
+    """The head's memory table (slots×2, robot base frame) holding the true start positions of the target and,
+    where the task has one, the box or plate (NaN rows keep the head's own estimate)."""
+    from agents.vlabench_demonstrations import to_base_frame
+
+    ps = env.unwrapped.privileged_state()
+    start = np.asarray(ps["target"]["start"], float)
+    override = np.full((slots, 2), np.nan, np.float32)
+    override[0] = to_base_frame(start)[:2]
+    if slots > 1 and ps["fixture"] is not None:
+        override[1] = to_base_frame(np.array([*ps["fixture"]["xy"], start[2]]))[:2]
+    return override
+
+
+def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: bool = False) -> dict[str, list]:
+    """Expert-driven episodes of ``task``; per-frame rows of label terms, head predictions and switch flags
+    (``given_memory``: the head remembers the true start positions instead of its own estimate)."""
     from agents.vlabench_demonstrations import absolute_to_delta, to_base_frame
     from envs.manipulation.vlabench.env import make_env
     from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
@@ -70,6 +87,8 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int) -> dict[str, li
             expert = VLABenchExpert(env, seed=seed + i)
             expert.reset(obs["instruction"], {**info, "policy_seed": seed + i})
             policy.reset(obs["instruction"], {**info, "policy_seed": seed + i})
+            if given_memory and policy.cfg.memory:
+                policy.memory_override = true_memory(env, policy.cfg.memory)
             sc = env.unwrapped.scene
             ps = env.unwrapped.privileged_state()
             start = np.asarray(ps["target"]["start"], float)
@@ -85,7 +104,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int) -> dict[str, li
                 hand = absolute_to_delta(target, tcp, sc.target_rpy, HAND_MAX_DELTA_POS)  # clipped as hand labels are
                 lag = _base_frame(sc.target_pos - tcp)
                 chunk = policy.predict_chunk(obs)
-                if step == 0 and policy.cfg.memory:
+                if step == 0 and policy.cfg.memory and not given_memory:
                     remembered = policy._memory[0, 0, :2].numpy()  # the first frame's memory (set by predict_chunk)
                     memory_err.append(float(np.linalg.norm(remembered - target_base[:2])))
                 grip = bool(target[6] > 0)
@@ -108,6 +127,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int) -> dict[str, li
                 if terminated or truncated:
                     break
     finally:
+        policy.memory_override = None
         env.close()
     return {"rows": rows, "memory_err": memory_err}
 
@@ -180,7 +200,6 @@ def sensitivity(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def closed_loop(checkpoint: str, task: str, episodes: int, seed: int) -> list[dict[str, Any]]:
     """Paired generic-track episodes: the head with its own memory, then given the true start positions."""
     from agents.episodic import run_episode
-    from agents.vlabench_demonstrations import to_base_frame
     from envs.manipulation.vlabench.env import episode_metrics, make_env
     from policies.delta_adapter import DeltaToAbsolute
     from policies.vla.generic import GenericVLA
@@ -196,13 +215,7 @@ def closed_loop(checkpoint: str, task: str, episodes: int, seed: int) -> list[di
                 vla.memory_override = None
                 if mode == "true":
                     env.reset(seed=seed + i)
-                    ps = env.unwrapped.privileged_state()
-                    start = np.asarray(ps["target"]["start"], float)
-                    override = np.full((vla.cfg.memory, 2), np.nan, np.float32)
-                    override[0] = to_base_frame(start)[:2]
-                    if vla.cfg.memory > 1 and ps["fixture"] is not None:
-                        override[1] = to_base_frame(np.array([*ps["fixture"]["xy"], start[2]]))[:2]
-                    vla.memory_override = override
+                    vla.memory_override = true_memory(env, vla.cfg.memory)
                 res = run_episode(env, policy, env_seed=seed + i, policy_seed=seed + i, episode_metrics=episode_metrics)
                 row[mode] = {k: bool(res.metrics[k]) for k in ("success", "correct_object")}
             rows.append(row)
@@ -246,6 +259,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--episodes", type=int, default=8, help="expert-driven episodes per task")
     ap.add_argument("--seed", type=int, default=70000, help="first env seed (episode i uses seed + i)")
     ap.add_argument("--tasks", default=",".join(PICK_PLACE_TASKS), help="comma-separated tasks")
+    ap.add_argument("--true-memory", action="store_true",
+                    help="the head remembers the true start positions (target, box or plate) in the probed frames")
     ap.add_argument("--closed-loop", type=int, default=0, help="paired own/true-memory episodes per task (0 = none)")
     ap.add_argument("--out", type=Path, required=True, help="results folder (created; must be empty or absent)")
     args = ap.parse_args(argv)
@@ -260,7 +275,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     t0 = time.time()
     rows, mem_err = [], []
     for task in tasks:
-        part = probe_task(policy, task, args.episodes, args.seed)
+        part = probe_task(policy, task, args.episodes, args.seed, given_memory=args.true_memory)
         rows += part["rows"]
         mem_err += part["memory_err"]
         print(f"  probed {task}", file=sys.stderr, flush=True)
@@ -268,7 +283,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "command": "python -m launch.study vlabench.vlabench_base_probe " + " ".join(argv if argv is not None
                                                                                      else sys.argv[1:]),
         "checkpoint": str(args.checkpoint), "weights_sha256": read_manifest(args.checkpoint)["weights_sha256"],
-        "action_frame": policy.action_frame, "seed": args.seed, "episodes": args.episodes * len(tasks),
+        "action_frame": policy.action_frame, "seed": args.seed, "true_memory": bool(args.true_memory),
+        "episodes": args.episodes * len(tasks),
         "label_terms": label_terms(rows, args.seed), "sensitivity": sensitivity(rows),
         "gripper_switch": switch_agreement(rows),
         "memory_err_median_cm": round(float(np.median(mem_err)) * 100, 2) if mem_err else None}

@@ -384,3 +384,22 @@ def test_gripper_classifier_balances_classes_and_learns_a_rare_close(tmp_path):
     old = SMALL.to_dict()
     old.pop("gripper_classifier")
     assert not HeadConfig.from_dict(old).gripper_classifier
+
+
+def test_widen_release_labels_the_last_frames_of_episodes_that_end_on_a_release():
+    from policies.vla.training import switch_frames, widen_release
+
+    # episode 0: a place demonstration (close at 2, the env ends it on the release at 6); episode 1: a pick
+    # (closed at the end); episode 2: never closes
+    grip = [-1, -1, 1, 1, 1, 1, -1] + [-1, 1, 1, 1] + [-1, -1, -1]
+    actions = np.zeros((len(grip), 7), np.float32)
+    actions[:, 6] = grip
+    episode = np.array([0] * 7 + [1] * 4 + [2] * 3)
+    widened = widen_release(actions, episode, 3)
+    assert widened[:, 6].tolist() == [-1, -1, 1, 1, -1, -1, -1] + [-1, 1, 1, 1] + [-1, -1, -1]
+    assert np.array_equal(widened[:, :6], actions[:, :6]) and actions[6, 6] == -1 and actions[4, 6] == 1  # a copy
+    assert np.array_equal(widen_release(actions, episode, 0), actions)
+    # the switch frames move with the release
+    assert np.flatnonzero(switch_frames(widened, episode, chunk=1)).tolist() == [2, 4, 8]
+    with pytest.raises(ConfigError, match="release_frames"):
+        TrainConfig(release_frames=-1)

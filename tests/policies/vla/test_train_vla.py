@@ -176,3 +176,6 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "--expert-regrasps must be in 0..100, got -1" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main(["--out", str(tmp_path / "out"), "--words", "8"]) == 2
     assert "needs --memory > 0" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["--out", str(tmp_path / "out"), "--release-frames", "-1"]) == 2
+    assert "--release-frames must be in 0..1000, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
