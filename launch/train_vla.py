@@ -318,6 +318,9 @@ def build_parser() -> ArgumentParser:
                    help="label the last N frames of demonstrations that end on a release as open (the env ends a "
                         "place episode on the step the gripper opens, so the expert's one open frame looks like the "
                         "closed frame before it; 0 = the expert's labels)")
+    p.add_argument("--grasp-frames", type=int, default=TrainConfig.grasp_frames, min=0, max=1000,
+                   help="label the N frames before each demonstration's first close as closed (the expert closes on "
+                        "the step the hand arrives, which looks like the frames before it; 0 = the expert's labels)")
     p.add_argument("--gripper-classifier", action="store_true",
                    help="a separate gripper classifier beside the action MLP (the logit of closed per chunk step, "
                         "class-balanced cross-entropy) instead of regressing the gripper with the other dimensions")
@@ -496,7 +499,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                                 shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
                                 heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise,
                                 memory_source=args.memory_source, switch_weight=args.switch_weight,
-                                release_frames=args.release_frames)
+                                release_frames=args.release_frames, grasp_frames=args.grasp_frames)
         log = TrainLog(out)
         with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
             bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append, init=init)

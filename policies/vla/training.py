@@ -67,6 +67,10 @@ class TrainConfig:
     # state identical to the closed frame before it (the hand waits at the release height): a release that no input
     # can tell apart. N frames make it "open once the hand rests low over the goal". 0 = the expert's labels.
     release_frames: int = 0
+    # Label the N frames before each demonstration's first close as closed too. The expert closes on the step the
+    # hand arrives, a state the head cannot tell from the arriving frames before it, so it learns to close one frame
+    # after the gripper command already shows closed: in closed loop it never closes. 0 = the expert's labels.
+    grasp_frames: int = 0
 
     def __post_init__(self) -> None:
         if self.memory_source not in MEMORY_SOURCES:
@@ -75,6 +79,8 @@ class TrainConfig:
             raise ConfigError(f"switch_weight must be >= 1, got {self.switch_weight}")
         if self.release_frames < 0:
             raise ConfigError(f"release_frames must be >= 0, got {self.release_frames}")
+        if self.grasp_frames < 0:
+            raise ConfigError(f"grasp_frames must be >= 0, got {self.grasp_frames}")
 
 
 @dataclass
@@ -138,6 +144,21 @@ def widen_release(actions: np.ndarray, episode: np.ndarray, frames: int) -> np.n
         grip = actions[idx, 6]
         if grip[-1] < 0 and (grip[:-1] > 0).any():
             out[idx[-frames:], 6] = -1.0
+    return out
+
+
+def widen_grasp(actions: np.ndarray, episode: np.ndarray, frames: int) -> np.ndarray:
+    """A copy of ``actions`` where the ``frames`` frames before each episode's first close (gripper from open to
+    closed) are labelled closed too: see ``TrainConfig.grasp_frames``."""
+    out = actions.copy()
+    if frames <= 0:
+        return out
+    for e in np.unique(episode):
+        idx = np.flatnonzero(episode == e)
+        closed = np.flatnonzero(actions[idx, 6] > 0)
+        if len(closed) and closed[0] > 0:
+            first = closed[0]
+            out[idx[max(0, first - frames):first], 6] = 1.0
     return out
 
 
@@ -289,7 +310,8 @@ def train_head(
     raw_states = data.states[:, list(head_cfg.state_indices)] if head_cfg.state_indices else data.states
     if head_cfg.state_dim != raw_states.shape[1]:
         raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {raw_states.shape[1]}")
-    actions = widen_release(data.actions, data.episode, cfg.release_frames)
+    actions = widen_grasp(widen_release(data.actions, data.episode, cfg.release_frames), data.episode,
+                          cfg.grasp_frames)
     targets, mask = chunk_targets(actions, data.episode, head_cfg.chunk)
     train_m, val_m = split_episodes(data.episode, cfg.val_fraction, cfg.seed)
     if init is not None:

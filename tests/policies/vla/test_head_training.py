@@ -403,3 +403,20 @@ def test_widen_release_labels_the_last_frames_of_episodes_that_end_on_a_release(
     assert np.flatnonzero(switch_frames(widened, episode, chunk=1)).tolist() == [2, 4, 8]
     with pytest.raises(ConfigError, match="release_frames"):
         TrainConfig(release_frames=-1)
+
+
+def test_widen_grasp_labels_the_frames_before_the_first_close():
+    from policies.vla.training import widen_grasp
+
+    # episode 0 closes at 3 (and reopens at 6); episode 1 closes at its first frame; episode 2 never closes
+    grip = [-1, -1, -1, 1, 1, 1, -1] + [1, 1] + [-1, -1, -1]
+    actions = np.zeros((len(grip), 7), np.float32)
+    actions[:, 6] = grip
+    episode = np.array([0] * 7 + [1] * 2 + [2] * 3)
+    widened = widen_grasp(actions, episode, 2)
+    assert widened[:, 6].tolist() == [-1, 1, 1, 1, 1, 1, -1] + [1, 1] + [-1, -1, -1]
+    assert actions[1, 6] == -1 and np.array_equal(widened[:, :6], actions[:, :6])  # a copy
+    assert np.array_equal(widen_grasp(actions, episode, 0), actions)
+    assert widen_grasp(actions, episode, 10)[:3, 6].tolist() == [1, 1, 1]  # clipped at the episode start
+    with pytest.raises(ConfigError, match="grasp_frames"):
+        TrainConfig(grasp_frames=-1)
