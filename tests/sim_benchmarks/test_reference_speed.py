@@ -214,3 +214,24 @@ def test_check_process_fails_a_wide_pool_or_more_than_one_core_busy():
         rs.check_process("jax_ref", {"thread_pools": [xla], "cpu_per_wall": 1.35, "threads_ran": 3})
     runner = _runner()
     assert runner.threads_ran({1: 0.0, 2: 5.0}, {1: 2.0, 2: 5.01, 3: 0.5}, wall=4.0) == 2  # 2.0 s and 0.5 s ≥ 0.2 s
+
+
+def test_render_rewrites_the_section_from_a_saved_run_and_refuses_a_bad_file(tmp_path, capsys):
+    result = _result()
+    runs = {e.key: [{"steps_per_second": 100.0 * (i + 1), "cpu_per_wall": 0.5}] for i, e in enumerate(rs.ENTRIES)}
+    result.update(runs=runs, cpu_per_wall={k: 0.5 for k in runs})
+    saved, page = tmp_path / "reference_speed.json", _page(tmp_path)
+    saved.write_text(json.dumps(result))
+    assert rs.main(["--render", str(saved), "--page", str(page)]) == 0
+    text = page.read_text()
+    assert rs.SECTION in text and "ratio of CPU-steps/s" in text
+    cpu_rows = text.split("ratio of CPU-steps/s")[1].splitlines()
+    # every process at 0.5 cores busy: CPU-steps/s are twice the wall rates, so the CPU ratios equal the wall ones
+    q, jax = (rs.ENTRIES.index(next(e for e in rs.ENTRIES if e.key == k)) + 1 for k in ("q_minatar_numba",
+                                                                                          "ref_q_minatar_jax"))
+    assert any(f"**{q / jax:.2f}×**" in ln for ln in cpu_rows)
+    capsys.readouterr()
+    (tmp_path / "bad.json").write_text("{not json")
+    assert rs.main(["--render", str(tmp_path / "bad.json"), "--page", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json" in err[0]

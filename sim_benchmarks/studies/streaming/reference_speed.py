@@ -324,6 +324,19 @@ def summarize(rates: dict[str, list[float]], pairs: tuple[tuple[str, str], ...] 
     return {"entries": entries, "ratios": ratios}
 
 
+def cpu_rates(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Steps per second of each run's own CPU time (all its threads) in the timed window: what a step costs in
+    CPU, whatever share of a core the scheduler gave the process (runs without ``cpu_per_wall`` are left out)."""
+    return {k: [r["steps_per_second"] / r["cpu_per_wall"] for r in rows] for k, rows in runs.items()
+            if rows and all(r.get("cpu_per_wall") for r in rows)}
+
+
+def _ratio_rows(summary: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    return [f"| {labels[r['numerator']]} ÷ {labels[r['denominator']]} | **{r['median']:.2f}×** | "
+            f"{r['min']:.2f}–{r['max']:.2f} | {r['geomean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
+            f"{' / '.join(f'{x:.2f}' for x in r['rounds'])} |" for r in summary["ratios"]]
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
@@ -378,12 +391,20 @@ def render_section(result: dict[str, Any]) -> str:
                 out.append(f"- {e.label}: " + ", ".join(
                     f"{p['api']} ({p['library']}) {'size not reported' if p['threads'] is None else p['threads']}"
                     for p in pools[e.key]))
-    out += ["", "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
-            "| --- | ---: | --- | --- | --- |"]
-    for r in s["ratios"]:
-        out.append(f"| {labels[r['numerator']]} ÷ {labels[r['denominator']]} | **{r['median']:.2f}×** | "
-                   f"{r['min']:.2f}–{r['max']:.2f} | {r['geomean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
-                   f"{' / '.join(f'{x:.2f}' for x in r['rounds'])} |")
+    out += ["", "Ratios of wall-clock steps/s:", "",
+            "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
+            "| --- | ---: | --- | --- | --- |", *_ratio_rows(s, labels)]
+    by_cpu = result.get("summary_cpu") or summarize(cpu_rates(result.get("runs", {})))
+    if by_cpu["ratios"]:
+        out += ["", "The same runs by CPU time: steps per second of each process's own CPU time (all its threads) "
+                "in the timed window, i.e. what a step costs whatever share of a core the scheduler gave the "
+                "process. On a loaded machine the processes of one round get different shares (the \"cores busy\" "
+                "column), which moves the wall-clock ratios; the CPU-time ratios do not depend on that share (they "
+                "still include what contention costs in caches and context switches). Median CPU-steps/s over "
+                "rounds: " + "; ".join(f"{labels[k]} {_fmt(v['median'])}" for k, v in by_cpu["entries"].items())
+                + ".", "",
+                "| ratio of CPU-steps/s (within a round) | median | range | geometric mean [95 % t CI] | per round |",
+                "| --- | ---: | --- | --- | --- |", *_ratio_rows(by_cpu, labels)]
     if result.get("breakdown_ms_per_step"):
         out += ["", "Where an Embodia step goes (ms per step, one instrumented block of the same length after the "
                 "rounds; each phase's own time, nested phases not counted twice; \"other\" is ε-greedy, argmax "
@@ -464,6 +485,21 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def render_saved(path: Path, page: Path | None) -> int:
+    """Print, and write into ``page``'s section, the section of a saved run; ConfigError on an unreadable file."""
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        section = render_section(result)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--render {path}: not a readable reference_speed.json ({type(exc).__name__})") from None
+    if page is not None:
+        if not page.is_file():
+            raise ConfigError(f"--page {page}: no such file")
+        write_section(page, section)
+    print(section)
+    return 0
+
+
 @main_guard
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="launch.study streaming.reference_speed", description=__doc__.splitlines()[0])
@@ -488,7 +524,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", writes="folder", type=Path, default=Path("runs/reference_speed"))
     p.add_argument("--page", default="docs/results/streaming.md",
                    help="results page whose side-by-side section is rewritten ('' = none)")
+    p.add_argument("--render", type=Path, default=None, metavar="JSON",
+                   help="only rewrite --page's section from a saved reference_speed.json (times nothing)")
     args = p.parse_args(argv)
+    if args.render is not None:
+        return render_saved(args.render, Path(args.page) if args.page else None)
     require_positive(args, ("minatar_steps", "atari_steps", "rounds"))
     suites = [s for s in args.suites.split(",") if s]
     for s in suites:
@@ -521,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}  {e.key:24s} {row['steps_per_second']:8.1f} steps/s  cores busy "
                   f"{row['cpu_per_wall']:.2f}  threads ran {row.get('threads_ran')}", flush=True)
     summary = summarize(rates)
+    summary_cpu = summarize(cpu_rates(extras))
     phases = {}
     if args.breakdown:
         for e in entries:
@@ -541,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         "pinned_core": args.pin_core,
         "cpu_per_wall": {k: statistics.median(r["cpu_per_wall"] for r in rows) for k, rows in extras.items()
                          if rows and all("cpu_per_wall" in r for r in rows)},
-        "entries": [asdict(e) for e in entries], "runs": extras, "summary": summary, "breakdown_ms_per_step": phases,
+        "entries": [asdict(e) for e in entries], "runs": extras, "summary": summary, "summary_cpu": summary_cpu,
+        "breakdown_ms_per_step": phases,
         "references": {k: {"repo": CHECKOUTS[k][0], "commit": git_commit(checkouts[k]),
                            "versions": interpreter_versions(pythons[k], (
                                "torch", "jax", "jaxlib", "flax", "optax", "distrax", "wandb", "tyro", "numpy",
