@@ -28,12 +28,12 @@ MARK = "EMBODIA_SPEED "
 def run(key: str, steps: int, warmup: int, breakdown_only: bool = False) -> dict:
     """One timed block of entry ``key`` (a fresh learner and env) with its threads and pools; with
     ``breakdown_only`` an instrumented block's per-phase ms per step instead of the timing."""
+    import numba  # noqa: F401  (loaded here so that the pools read next include every library the agents use)
+    import torch  # noqa: F401
+
     from sim_benchmarks.studies.streaming._reference_runner import thread_cpu_seconds, threads_ran
     from sim_benchmarks.studies.streaming.reference_speed import ENTRIES, breakdown, run_embodia
     from sim_benchmarks.thread_pools import limit_threads, thread_pools
-
-    import numba  # noqa: F401  (loaded here so that the pools read next include every library the agents use)
-    import torch  # noqa: F401
 
     at_import = thread_pools()  # sized by the variables above alone: nothing has capped them yet
     limit_threads(1)
