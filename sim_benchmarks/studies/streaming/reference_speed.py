@@ -47,6 +47,7 @@ from sim_benchmarks.train_log import write_json_atomic
 
 RUNNER = Path(__file__).with_name("_reference_runner.py")
 EMBODIA_RUNNER = Path(__file__).with_name("_embodia_runner.py")
+EMBODIA_MARK = "EMBODIA_SPEED "  # the runner's result line (it imports this module, so the literal is repeated there)
 SECTION = "## Side by side with the reference implementations"
 # Read by each process at start-up (before any import in Embodia's runner). XLA_FLAGS holds XLA flags only, each
 # with its "--": a bare token is not a flag.
@@ -172,18 +173,16 @@ def run_embodia_process(entry: Entry, steps: int, warmup: int, core: int | None 
                         breakdown_only: bool = False) -> dict[str, Any]:
     """One timed block of an Embodia agent in a fresh process (``_embodia_runner.py``; pinned to ``core`` if given),
     or with ``breakdown_only`` its per-phase breakdown; raises with its stderr tail on failure."""
-    from sim_benchmarks.studies.streaming._embodia_runner import MARK
-
     cmd = [sys.executable, str(EMBODIA_RUNNER), "--entry", entry.key, "--steps", str(steps), "--warmup", str(warmup),
            *(["--breakdown"] if breakdown_only else [])]
     env = child_env()
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])  # this checkout's code, whatever the caller's
     pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=pin)
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(MARK)]
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(EMBODIA_MARK)]
     if res.returncode != 0 or not lines:
         raise RuntimeError(f"{entry.key} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
-    return json.loads(lines[-1][len(MARK):])
+    return json.loads(lines[-1][len(EMBODIA_MARK):])
 
 
 def check_process(key: str, row: dict[str, Any], limit: int = 1) -> None:
