@@ -7,7 +7,8 @@ Each ``--run`` is a ``launch.train`` run folder of a streaming agent. The learne
 of that folder — ``checkpoint.pt``, or with ``--at-step N`` the copy ``checkpoint_<step>.pt`` with the smallest
 step ≥ N (copies a chunked run keeps; the trainer itself keeps only the latest) — and measured as the trainer
 measures a finished run: the mean return of the last 100 episodes that ended by the checkpoint's step
-(``metrics.jsonl``) and the effective rank / srank of the encoder's features on the same 1,000 states of uniform
+(``metrics.jsonl``; with a t interval over those episodes, which is the spread of one run's episodes, not a
+between-seed interval) and the effective rank / srank of the encoder's features on the same 1,000 states of uniform
 random play (``training.streaming.probe_observations``). Nothing is trained. Prints a markdown table; ``--out``
 also writes it as JSON.
 """
@@ -24,6 +25,7 @@ import torch
 
 from envs.errors import ConfigError
 from sim_benchmarks.cli import ArgumentParser, main_guard
+from sim_benchmarks.studies.aux.results import mean_ci
 from sim_benchmarks.train_log import write_json_atomic
 
 COPY = re.compile(r"checkpoint_(\d+)\.pt$")
@@ -70,10 +72,13 @@ def probe(run: Path, at_step: int | None = None) -> dict[str, Any]:
         records = [r for r in (json.loads(ln) for ln in metrics.read_text().splitlines() if ln.strip())
                    if r["step"] <= step]
     last = [r["return"] for r in records[-100:]]
+    # the spread of those episodes only (one run): not a between-seed interval
+    ci = list(mean_ci(last)[1:]) if len(last) > 1 else None
     rep = representation_stats(learner, probe_observations(env_name, ident.get("env_options", {}), PROBE_STATES,
                                                            seed))
     return {"run": str(run), "checkpoint": path.name, "env": env_name, "agent": agent, "seed": seed, "step": step,
             "episodes": len(records), "return_last100": float(np.mean(last)) if last else None,
+            "return_last100_episode_ci95": ci,
             "representation": rep, "config": ident["config"]}
 
 
@@ -90,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--run {run}: no such folder")
         pick_checkpoint(run, args.at_step)  # every run checked before any is loaded
     rows = [probe(run, args.at_step) for run in args.run]
-    lines = ["| run | env | agent | step | episodes | last-100 return | effective rank | srank |",
+    lines = ["| run | env | agent | step | episodes | last-100 return [episodes' 95 % t CI] | effective rank | srank |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         ret = "–" if r["return_last100"] is None else f"{r['return_last100']:.2f}"
+        if r["return_last100_episode_ci95"]:
+            ret += " [{:.2f}, {:.2f}]".format(*r["return_last100_episode_ci95"])
         lines.append(f"| {r['run']} | {r['env']} | {r['agent']} | {r['step']:,} | {r['episodes']:,} | {ret} | "
                      f"{r['representation']['effective_rank']:.1f} | {r['representation']['srank']:.0f} |")
     if args.out is not None:
