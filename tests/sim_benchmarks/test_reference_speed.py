@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import subprocess
 import sys
@@ -172,3 +173,65 @@ def test_breakdown_splits_a_real_step_into_the_phases():
     assert all(out[k] > 0 for k in ("env", "preprocessing", "forward", "backward", "traces + ObGD"))
     assert out["SPR heads"] == 0.0
     assert math.isclose(sum(out[k] for k in rs.PHASES), out["total"], rel_tol=1e-9)
+
+
+def test_embodia_worker_process_runs_one_thread_in_every_pool(monkeypatch):
+    # the study's own worker process, started as the study starts it, from a parent environment that asks for
+    # nothing: the runner's variables alone must size every pool at import, before any cap
+    for var in [*rs.ONE_THREAD, "OMP_NUM_THREADS"]:
+        monkeypatch.delenv(var, raising=False)
+    entry = next(e for e in rs.ENTRIES if e.key == "spr_minatar_numba")
+    row = rs.run_embodia_process(entry, steps=20, warmup=10)
+    for pools in (row["thread_pools_at_import"], row["thread_pools"]):
+        by_api = {p["api"]: p["threads"] for p in pools}
+        assert {"blas", "torch", "numba"} <= set(by_api), pools
+        assert all(p["threads"] == (0 if p["api"] == "numba" else 1) for p in pools), pools  # numba: serial
+    assert row["threads_alive"] >= 1 and row["threads_ran"] >= 1
+    rs.check_process(entry.key, row)  # the study's own check passes on it
+    assert rs.run_embodia_process(entry, steps=20, warmup=10, breakdown_only=True)["breakdown"]["SPR heads"] > 0
+
+
+def test_reference_runner_reports_its_pools_after_a_start_with_the_study_environment():
+    code = ("import json, sys, numpy, torch\nsys.path.insert(0, sys.argv[1])\nimport _reference_runner as r\n"
+            "print(json.dumps({'pools': r.library_thread_pools(), 'threads': r.thread_cpu_seconds()}))")
+    env = {k: v for k, v in rs.child_env().items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", code, str(rs.RUNNER.parent)], capture_output=True, text=True,
+                         check=True, env=env)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    by_api = {p["api"]: p["threads"] for p in got["pools"]}
+    assert by_api.get("blas") == 1 and by_api.get("torch") == 1, got["pools"]
+    assert all(p["threads"] == 1 for p in got["pools"]), got["pools"]
+    assert len(got["threads"]) >= 1 and all(t >= 0 for t in got["threads"].values())
+
+
+def test_check_process_fails_a_wide_pool_or_more_than_one_core_busy():
+    one = {"api": "blas", "library": "openblas", "file": "libopenblas.so", "threads": 1}
+    xla = {"api": "jax", "library": "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false", "file": "", "threads": None}
+    rs.check_process("ok", {"thread_pools": [one, xla], "cpu_per_wall": 0.99, "threads_ran": 2})
+    with pytest.raises(RuntimeError, match="ref: asked for 1 thread.*openblas libopenblas.so 2 threads"):
+        rs.check_process("ref", {"thread_pools": [{**one, "threads": 2}], "cpu_per_wall": 0.9})
+    with pytest.raises(RuntimeError, match="jax_ref: .*1.35 cores busy .*3 of its threads"):
+        rs.check_process("jax_ref", {"thread_pools": [xla], "cpu_per_wall": 1.35, "threads_ran": 3})
+    runner = _runner()
+    assert runner.threads_ran({1: 0.0, 2: 5.0}, {1: 2.0, 2: 5.01, 3: 0.5}, wall=4.0) == 2  # 2.0 s and 0.5 s ≥ 0.2 s
+
+
+def test_render_rewrites_the_section_from_a_saved_run_and_refuses_a_bad_file(tmp_path, capsys):
+    result = _result()
+    runs = {e.key: [{"steps_per_second": 100.0 * (i + 1), "cpu_per_wall": 0.5}] for i, e in enumerate(rs.ENTRIES)}
+    result.update(runs=runs, cpu_per_wall={k: 0.5 for k in runs})
+    saved, page = tmp_path / "reference_speed.json", _page(tmp_path)
+    saved.write_text(json.dumps(result))
+    assert rs.main(["--render", str(saved), "--page", str(page)]) == 0
+    text = page.read_text()
+    assert rs.SECTION in text and "ratio of CPU-steps/s" in text
+    cpu_rows = text.split("ratio of CPU-steps/s")[1].splitlines()
+    # every process at 0.5 cores busy: CPU-steps/s are twice the wall rates, so the CPU ratios equal the wall ones
+    q, jax = (rs.ENTRIES.index(next(e for e in rs.ENTRIES if e.key == k)) + 1 for k in ("q_minatar_numba",
+                                                                                          "ref_q_minatar_jax"))
+    assert any(f"**{q / jax:.2f}×**" in ln for ln in cpu_rows)
+    capsys.readouterr()
+    (tmp_path / "bad.json").write_text("{not json")
+    assert rs.main(["--render", str(tmp_path / "bad.json"), "--page", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json" in err[0]

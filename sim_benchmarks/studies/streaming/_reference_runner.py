@@ -22,7 +22,11 @@ the whole loop (its env wrappers, its agent, its update); the runner only
   ``gym.register_envs``, which only gymnasium ≥ 1.0 has, so no gymnasium release runs them unaided), and
   registers MinAtar's gym ids, which gymnasium ≥ 1.0 no longer loads from entry points.
 
-Prints one line ``REFERENCE_SPEED {json}`` with the timed steps/s and the JIT cache growth (stream-rep-rl).
+Prints one line ``REFERENCE_SPEED {json}`` with the timed steps/s, the process's CPU seconds per wall second in
+the timed window ("cores busy"), how many of its threads ran in that window, the thread pools its libraries report
+at the end (threadpoolctl's BLAS/OpenMP pools where threadpoolctl is installed, torch's intra-op pool) and the JIT
+cache growth (stream-rep-rl). XLA reports no pool size: for JAX the threads that ran and the cores busy are the
+measure.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class StepClock:
         self.t0: float | None = None
         self.t1: float | None = None
         self.cpu0 = self.cpu1 = 0.0  # process CPU time (all threads) at the window's edges
+        self.threads0: dict[int, float] = {}  # CPU seconds per thread at the window's edges
+        self.threads1: dict[int, float] = {}
         self.on_start = None  # called once when the timed window opens (e.g. to read the JIT cache size)
 
     def tick(self) -> None:
@@ -63,9 +69,11 @@ class StepClock:
         if self.calls == self.warmup + 1:
             if self.on_start is not None:
                 self.on_start()
+            self.threads0 = thread_cpu_seconds()
             self.t0, self.cpu0 = time.perf_counter(), time.process_time()
         elif self.calls == self.warmup + self.steps + 1:
             self.t1, self.cpu1 = time.perf_counter(), time.process_time()
+            self.threads1 = thread_cpu_seconds()
 
     def rate(self) -> float:
         if self.t0 is None or self.t1 is None:
@@ -76,6 +84,55 @@ class StepClock:
         """Cores the process kept busy in the timed window (CPU seconds of all its threads per wall second)."""
         self.rate()
         return (self.cpu1 - self.cpu0) / (self.t1 - self.t0)
+
+    def threads_ran(self) -> int | None:
+        """Threads of this process that used at least 5 % of the timed window's wall time (None without /proc)."""
+        self.rate()
+        return threads_ran(self.threads0, self.threads1, self.t1 - self.t0) if self.threads1 else None
+
+
+def thread_cpu_seconds() -> dict[int, float]:
+    """CPU seconds (user + system) of each live thread of this process, from /proc (empty where there is none)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after the command name: field 3 (state) onwards
+        except OSError:
+            continue  # the thread ended meanwhile
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15)
+    return out
+
+
+def threads_ran(before: dict[int, float], after: dict[int, float], wall: float, share: float = 0.05) -> int:
+    """Threads whose CPU time grew by at least ``share`` of ``wall`` seconds between two readings."""
+    return sum(1 for tid, t in after.items() if t - before.get(tid, 0.0) >= share * wall)
+
+
+def library_thread_pools() -> list[dict]:
+    """The thread pools this process's libraries report: threadpoolctl's (if installed) and torch's intra-op."""
+    pools: list[dict] = []
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        pools.append({"api": "threadpoolctl", "library": "not installed", "file": "", "threads": None})
+    else:
+        pools += [{"api": p.get("user_api"), "library": p.get("internal_api"),
+                   "file": os.path.basename(str(p.get("filepath", ""))), "threads": int(p.get("num_threads", 0))}
+                  for p in threadpool_info()]
+    if "torch" in sys.modules:
+        import torch
+
+        pools.append({"api": "torch", "library": "intra-op", "file": "", "threads": torch.get_num_threads()})
+    if "jax" in sys.modules:  # XLA's CPU pools report no size: recorded with the flags it read
+        pools.append({"api": "jax", "library": "XLA_FLAGS=" + os.environ.get("XLA_FLAGS", ""), "file": "",
+                      "threads": None})
+    return pools
 
 
 def _load(path: Path, name: str) -> types.ModuleType:
@@ -203,8 +260,9 @@ def main() -> int:
         os.chdir(scratch)
         extra = run(path, args.env, clock, args.seed)
     print(MARK + json.dumps({"script": args.script, "steps_per_second": clock.rate(),
-                             "cpu_per_wall": clock.cpu_per_wall(), "steps": args.steps,
-                             "warmup": args.warmup, **extra}), flush=True)
+                             "cpu_per_wall": clock.cpu_per_wall(), "threads_ran": clock.threads_ran(),
+                             "threads_alive": len(clock.threads1) or None, "thread_pools": library_thread_pools(),
+                             "steps": args.steps, "warmup": args.warmup, **extra}), flush=True)
     return 0
 
 

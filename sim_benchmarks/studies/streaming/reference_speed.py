@@ -10,8 +10,13 @@ and ``algorithms/streamq-spr-ortho.py``, JAX). Nothing is fetched: a missing che
 Each reference runs unchanged from its own checkout, in a subprocess of the interpreter given (its own virtual
 environment), through ``_reference_runner.py`` beside this file, which calls the script's own training entry
 point with ε held at 0.01 and times ``--*-steps`` full steps after a warm-up (see that file for the exact settings
-and the gymnasium shims). Embodia's agents are timed in this process with ``streaming_speed.measure`` (ε held at
-0.01, same env, same step counts). Every process gets one thread (OMP/MKL/XLA/numba).
+and the gymnasium shims). Embodia's agents are timed the same way, each run in a fresh process
+(``_embodia_runner.py``) that sets its one-thread variables before it imports anything, with
+``streaming_speed.measure`` (ε held at 0.01, same env, same step counts). Every process is asked for one thread
+(OMP/MKL/OpenBLAS/numba variables, XLA's single-threaded Eigen): each reports the thread pools its libraries run,
+how many of its threads ran in the timed window and its CPU seconds per wall second ("cores busy"), and the study
+stops, publishing nothing, when a pool runs more than one thread or a process kept more than ``MAX_CORES_BUSY``
+cores busy (XLA reports no pool size, so for JAX that is the check). ``--pin-core N`` pins every process to core N.
 
 Each round runs every entry once, in an order rotated by one per round; ratios are taken within a round (both
 sides of a ratio saw the same machine load) and summarised over rounds. Writes ``reference_speed.json`` to
@@ -37,15 +42,20 @@ from typing import Any
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
 from sim_benchmarks.studies.aux.results import mean_ci
-from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
+from sim_benchmarks.thread_pools import check_thread_pools
 from sim_benchmarks.train_log import write_json_atomic
 
 RUNNER = Path(__file__).with_name("_reference_runner.py")
+EMBODIA_RUNNER = Path(__file__).with_name("_embodia_runner.py")
+EMBODIA_MARK = "EMBODIA_SPEED "  # the runner's result line (it imports this module, so the literal is repeated there)
 SECTION = "## Side by side with the reference implementations"
-# Read by each reference process at start-up. XLA has no flag for its inter-op pool, so JAX may still keep a
-# little more than one core busy: every run records its CPU time per wall second, and ``--pin-core`` pins all.
+# Read by each process at start-up (before any import in Embodia's runner). XLA_FLAGS holds XLA flags only, each
+# with its "--": a bare token is not a flag.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
-              "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+              "VECLIB_MAXIMUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+# A process with one running thread keeps at most one core busy; above this (rounding and the kernel's accounting
+# allow a little) it ran threads in parallel, whatever its pools report.
+MAX_CORES_BUSY = 1.1
 # checkout flag → (repository, scripts the study runs from it)
 CHECKOUTS = {
     "streaming_drl": ("mohmdelsayed/streaming-drl", ("stream_q_minatar.py", "stream_q_atari.py")),
@@ -140,7 +150,7 @@ def run_reference(entry: Entry, python: Path, checkout: Path, steps: int, warmup
     stderr tail on failure."""
     cmd = [str(python), str(RUNNER), "--script", entry.script, "--checkout", str(checkout),
            "--env", ENV[entry.suite][1], "--warmup", str(warmup), "--steps", str(steps), "--seed", str(seed)]
-    env = {**os.environ, **ONE_THREAD, "WANDB_MODE": "disabled", "WANDB_SILENT": "true"}
+    env = child_env()
     env.pop("PYTHONPATH", None)  # the reference sees its own environment, not Embodia's
     pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=pin)
@@ -154,8 +164,52 @@ def run_reference(entry: Entry, python: Path, checkout: Path, steps: int, warmup
     return row
 
 
+def child_env() -> dict[str, str]:
+    """The environment of every timed process: this one's plus the one-thread variables and no wandb."""
+    return {**os.environ, **ONE_THREAD, "WANDB_MODE": "disabled", "WANDB_SILENT": "true"}
+
+
+def run_embodia_process(entry: Entry, steps: int, warmup: int, core: int | None = None,
+                        breakdown_only: bool = False) -> dict[str, Any]:
+    """One timed block of an Embodia agent in a fresh process (``_embodia_runner.py``; pinned to ``core`` if given),
+    or with ``breakdown_only`` its per-phase breakdown; raises with its stderr tail on failure."""
+    cmd = [sys.executable, str(EMBODIA_RUNNER), "--entry", entry.key, "--steps", str(steps), "--warmup", str(warmup),
+           *(["--breakdown"] if breakdown_only else [])]
+    env = child_env()
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])  # this checkout's code, whatever the caller's
+    pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=pin)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(EMBODIA_MARK)]
+    if res.returncode != 0 or not lines:
+        raise RuntimeError(f"{entry.key} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+    return json.loads(lines[-1][len(EMBODIA_MARK):])
+
+
+def check_process(key: str, row: dict[str, Any], limit: int = 1) -> None:
+    """RuntimeError if the run of ``key`` had a pool over ``limit`` threads or kept more than ``MAX_CORES_BUSY``
+    cores busy; pools that report no size (XLA's) are judged by the latter alone."""
+    pools = [p for p in row.get("thread_pools", []) if p.get("threads") is not None]
+    try:
+        check_thread_pools(limit, pools)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{key}: {exc}") from None
+    busy = row.get("cpu_per_wall")
+    if busy is not None and busy > MAX_CORES_BUSY * limit:
+        raise RuntimeError(f"{key}: asked for {limit} thread(s), but the process kept {busy:.2f} cores busy "
+                           f"({row.get('threads_ran')} of its threads ran in the timed window)")
+
+
+def distinct_pools(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pools one entry's processes reported, each distinct (api, library, threads) once, in first-seen order."""
+    seen: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        for p in row.get("thread_pools", []):
+            seen.setdefault((p.get("api"), p.get("library"), p.get("threads")), p)
+    return list(seen.values())
+
+
 def run_embodia(entry: Entry, steps: int, warmup: int) -> dict[str, Any]:
-    """One timed block of an Embodia agent (a fresh learner and env, ε held at 0.01)."""
+    """One timed block of an Embodia agent in this process (a fresh learner and env, ε held at 0.01)."""
     from sim_benchmarks.studies.streaming.streaming_speed import measure
 
     row = measure(entry.agent, ENV[entry.suite][0], steps, warmup, 1, entry.backend, dict(entry.options),
@@ -269,6 +323,19 @@ def summarize(rates: dict[str, list[float]], pairs: tuple[tuple[str, str], ...] 
     return {"entries": entries, "ratios": ratios}
 
 
+def cpu_rates(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Steps per second of each run's own CPU time (all its threads) in the timed window: what a step costs in
+    CPU, whatever share of a core the scheduler gave the process (runs without ``cpu_per_wall`` are left out)."""
+    return {k: [r["steps_per_second"] / r["cpu_per_wall"] for r in rows] for k, rows in runs.items()
+            if rows and all(r.get("cpu_per_wall") for r in rows)}
+
+
+def _ratio_rows(summary: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    return [f"| {labels[r['numerator']]} ÷ {labels[r['denominator']]} | **{r['median']:.2f}×** | "
+            f"{r['min']:.2f}–{r['max']:.2f} | {r['geomean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
+            f"{' / '.join(f'{x:.2f}' for x in r['rounds'])} |" for r in summary["ratios"]]
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
@@ -294,30 +361,49 @@ def render_section(result: dict[str, Any]) -> str:
            f"{args['atari_warmup']:,}. A step is act + env step (with the implementation's own preprocessing) "
            "+ update.", "", "```bash", result["command"], "```", "",
            "| implementation | suite | trained parameters | median steps/s | range over rounds | per round | "
-           "cores busy |",
-           "| --- | --- | ---: | ---: | --- | --- | ---: |"]
-    busy = result.get("cpu_per_wall", {})
+           "cores busy | threads that ran |",
+           "| --- | --- | ---: | ---: | --- | --- | ---: | ---: |"]
+    busy, ran = result.get("cpu_per_wall", {}), result.get("threads_ran", {})
     for e in ENTRIES:
         if e.key in s["entries"]:
             r = s["entries"][e.key]
             n = parameter_count(result, e.key)
             cores = f"{busy[e.key]:.2f}" if e.key in busy else "–"
+            counts = sorted({x for x in ran.get(e.key, []) if x is not None})
+            threads = "–" if not counts else "/".join(str(x) for x in counts)
             out.append(f"| {e.label} | {ENV[e.suite][0]} | {f'{n:,}' if n else '–'} | {_fmt(r['median'])} | "
                        f"{_fmt(r['min'])}–{_fmt(r['max'])} | {' / '.join(_fmt(x) for x in r['rounds'])} | "
-                       f"{cores} |")
-    pools = result.get("embodia_thread_pools")
+                       f"{cores} | {threads} |")
+    pools = result.get("thread_pools")
     if pools:
         out += ["", "\"Cores busy\" is the process's CPU seconds (all threads) per wall second inside the timed "
-                "window (median over rounds). Thread pools in Embodia's process, read after its runs: " + ", ".join(
-                    f"{p['api']} ({p['library']}) {p['threads']}" for p in pools) +
-                (f"; every process pinned to core {result['pinned_core']}." if result.get("pinned_core") is not None
-                 else ".")]
-    out += ["", "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
-            "| --- | ---: | --- | --- | --- |"]
-    for r in s["ratios"]:
-        out.append(f"| {labels[r['numerator']]} ÷ {labels[r['denominator']]} | **{r['median']:.2f}×** | "
-                   f"{r['min']:.2f}–{r['max']:.2f} | {r['geomean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
-                   f"{' / '.join(f'{x:.2f}' for x in r['rounds'])} |")
+                "window (median over rounds); \"threads that ran\" counts the process's threads that used ≥ 5 % of "
+                "that window's wall time (Embodia's: over warm-up and window), each value seen over the rounds. Every "
+                "process starts with " + ", ".join(f"`{k}={v}`" for k, v in result.get("one_thread_env", {}).items())
+                + " in its environment (Embodia's runner sets them before its first import) and reports its "
+                "thread pools after its run; the study stops, publishing nothing, if a pool runs more than one "
+                f"thread or a process keeps more than {MAX_CORES_BUSY} cores busy"
+                + (f"; every process pinned to core {result['pinned_core']}." if result.get("pinned_core") is not None
+                   else ".") + " Pools reported:", ""]
+        for e in ENTRIES:
+            if pools.get(e.key):
+                out.append(f"- {e.label}: " + ", ".join(
+                    f"{p['api']} ({p['library']}) {'size not reported' if p['threads'] is None else p['threads']}"
+                    for p in pools[e.key]))
+    out += ["", "Ratios of wall-clock steps/s:", "",
+            "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
+            "| --- | ---: | --- | --- | --- |", *_ratio_rows(s, labels)]
+    by_cpu = result.get("summary_cpu") or summarize(cpu_rates(result.get("runs", {})))
+    if by_cpu["ratios"]:
+        out += ["", "The same runs by CPU time: steps per second of each process's own CPU time (all its threads) "
+                "in the timed window, i.e. what a step costs whatever share of a core the scheduler gave the "
+                "process. On a loaded machine the processes of one round get different shares (the \"cores busy\" "
+                "column), which moves the wall-clock ratios; the CPU-time ratios do not depend on that share (they "
+                "still include what contention costs in caches and context switches). Median CPU-steps/s over "
+                "rounds: " + "; ".join(f"{labels[k]} {_fmt(v['median'])}" for k, v in by_cpu["entries"].items())
+                + ".", "",
+                "| ratio of CPU-steps/s (within a round) | median | range | geometric mean [95 % t CI] | per round |",
+                "| --- | ---: | --- | --- | --- |", *_ratio_rows(by_cpu, labels)]
     if result.get("breakdown_ms_per_step"):
         out += ["", "Where an Embodia step goes (ms per step, one instrumented block of the same length after the "
                 "rounds; each phase's own time, nested phases not counted twice; \"other\" is ε-greedy, argmax "
@@ -398,6 +484,21 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def render_saved(path: Path, page: Path | None) -> int:
+    """Print, and write into ``page``'s section, the section of a saved run; ConfigError on an unreadable file."""
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        section = render_section(result)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--render {path}: not a readable reference_speed.json ({type(exc).__name__})") from None
+    if page is not None:
+        if not page.is_file():
+            raise ConfigError(f"--page {page}: no such file")
+        write_section(page, section)
+    print(section)
+    return 0
+
+
 @main_guard
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="launch.study streaming.reference_speed", description=__doc__.splitlines()[0])
@@ -422,7 +523,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", writes="folder", type=Path, default=Path("runs/reference_speed"))
     p.add_argument("--page", default="docs/results/streaming.md",
                    help="results page whose side-by-side section is rewritten ('' = none)")
+    p.add_argument("--render", type=Path, default=None, metavar="JSON",
+                   help="only rewrite --page's section from a saved reference_speed.json (times nothing)")
     args = p.parse_args(argv)
+    if args.render is not None:
+        return render_saved(args.render, Path(args.page) if args.page else None)
     require_positive(args, ("minatar_steps", "atari_steps", "rounds"))
     suites = [s for s in args.suites.split(",") if s]
     for s in suites:
@@ -437,11 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         raise choice_error("--pin-core", args.pin_core, sorted(os.sched_getaffinity(0)))
     pythons = {"streaming_drl": args.torch_python, "stream_rep_rl": args.jax_python}
 
-    # numpy is already imported here: the environment alone would not cap its BLAS pool (threadpoolctl does)
-    os.environ.update(ONE_THREAD)
-    limit_threads(1)
-    if args.pin_core is not None:
-        os.sched_setaffinity(0, {args.pin_core})
+    # every timed run is a fresh process that reads ONE_THREAD at start-up (child_env); this one only waits
     entries = [e for e in ENTRIES if e.suite in suites]
     steps = {"minatar": (args.minatar_steps, args.minatar_warmup), "atari": (args.atari_steps, args.atari_warmup)}
     rates: dict[str, list[float]] = {e.key: [] for e in entries}
@@ -452,17 +553,21 @@ def main(argv: list[str] | None = None) -> int:
         for e in order:
             n, w = steps[e.suite]
             row = (run_reference(e, pythons[e.checkout], checkouts[e.checkout], n, w, args.seed, args.pin_core)
-                   if e.script else run_embodia(e, n, w))
+                   if e.script else run_embodia_process(e, n, w, args.pin_core))
+            check_process(e.key, row)  # a pool over one thread, or more than one core busy: stop, publish nothing
             rates[e.key].append(row["steps_per_second"])
             extras[e.key].append(row)
-            print(f"round {r + 1}  {e.key:24s} {row['steps_per_second']:8.1f} steps/s", flush=True)
+            print(f"round {r + 1}  {e.key:24s} {row['steps_per_second']:8.1f} steps/s  cores busy "
+                  f"{row['cpu_per_wall']:.2f}  threads ran {row.get('threads_ran')}", flush=True)
     summary = summarize(rates)
-    pools = check_thread_pools(1)  # Embodia's process, after its numba kernels ran: fail rather than publish
+    summary_cpu = summarize(cpu_rates(extras))
     phases = {}
     if args.breakdown:
         for e in entries:
             if not e.script:
-                phases[e.key] = breakdown(e, *steps[e.suite])
+                row = run_embodia_process(e, *steps[e.suite], args.pin_core, breakdown_only=True)
+                check_process(e.key, row)
+                phases[e.key] = row["breakdown"]
                 print(f"breakdown {e.key:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in phases[e.key].items()),
                       flush=True)
     result = {
@@ -470,11 +575,14 @@ def main(argv: list[str] | None = None) -> int:
         "command": command_line(args),
         "finished_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()} Linux, {os.cpu_count()} cores", "cpus": os.cpu_count(),
-        "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "embodia_thread_pools": pools,
+        "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "one_thread_env": ONE_THREAD,
+        "thread_pools": {k: distinct_pools(rows) for k, rows in extras.items() if rows},
+        "threads_ran": {k: [r.get("threads_ran") for r in rows] for k, rows in extras.items() if rows},
         "pinned_core": args.pin_core,
         "cpu_per_wall": {k: statistics.median(r["cpu_per_wall"] for r in rows) for k, rows in extras.items()
                          if rows and all("cpu_per_wall" in r for r in rows)},
-        "entries": [asdict(e) for e in entries], "runs": extras, "summary": summary, "breakdown_ms_per_step": phases,
+        "entries": [asdict(e) for e in entries], "runs": extras, "summary": summary, "summary_cpu": summary_cpu,
+        "breakdown_ms_per_step": phases,
         "references": {k: {"repo": CHECKOUTS[k][0], "commit": git_commit(checkouts[k]),
                            "versions": interpreter_versions(pythons[k], (
                                "torch", "jax", "jaxlib", "flax", "optax", "distrax", "wandb", "tyro", "numpy",
