@@ -10,12 +10,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from envs.cache_files import corrupt_cache
 from envs.errors import ConfigError
+from envs.paths import model_cache
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -33,8 +33,7 @@ def gguf_folder() -> Path:
 
 def cache_folder() -> Path:
     """Where the converted model is kept between runs."""
-    root = os.environ.get("EMBODIA_CACHE") or os.path.join(tempfile.gettempdir(), f"embodia_cache_{os.getuid()}")
-    return Path(root) / "smollm2_135m_instruct_f32"
+    return model_cache() / "smollm2_135m_instruct_f32"
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from envs.paths import sha256_file  # noqa: F401  (re-exported for the checkpoint modules)
 from envs.weights import read_weights, write_weights
@@ -85,9 +86,7 @@ def attach_part(checkpoint: str | Path, source: str | Path, key: str, what: str,
     verify(source, entry)
     shutil.copyfile(source / entry["file"], checkpoint / entry["file"])
     manifest[key] = entry
-    tmp = checkpoint / (MANIFEST_FILE + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    tmp.replace(checkpoint / MANIFEST_FILE)
+    write_json_atomic(checkpoint / MANIFEST_FILE, manifest)
     return entry
 
 

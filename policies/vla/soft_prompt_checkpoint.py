@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic_io import atomic_path, write_json_atomic
 from envs.errors import ConfigError
 from envs.paths import CHECKPOINTS, sha256_file
 from policies.vla.prompt_baselines import SoftPromptMap
@@ -36,14 +37,11 @@ def save_maps(maps: dict[str, SoftPromptMap], folder: Path, training: dict[str, 
     normalised, and the SIMPLER row with float16 maps is on docs/results/vap.md) and ``manifest.json``; returns the
     manifest."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "maps.tmp.npz"
-    np.savez(tmp, **{k: m.weight.astype(np.float16) for k, m in maps.items()})
-    tmp.replace(folder / "maps.npz")
+    with atomic_path(folder / "maps.npz") as tmp:
+        np.savez(tmp, **{k: m.weight.astype(np.float16) for k, m in maps.items()})
     manifest = {"format": FORMAT, "file": "maps.npz", "sha256": sha256_file(folder / "maps.npz"),
                 "library_key": library_key(), "kinds": sorted(maps), "training": training}
-    tmp_json = folder / "manifest.json.tmp"
-    tmp_json.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    tmp_json.replace(folder / "manifest.json")
+    write_json_atomic(folder / "manifest.json", manifest)
     return manifest
 
 

@@ -17,10 +17,18 @@ import hashlib
 import math
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from envs.errors import choice_error
-from envs.manipulation.objects import COLOURS, SPLITS, TEXTURE_SIZE, ObjectInstance, instances, make_texture
+from envs.manipulation.objects import (
+    COLOURS,
+    SPLITS,
+    TEXTURE_SIZE,
+    ObjectInstance,
+    instances,
+    label_font,
+    make_texture,
+)
 
 TITLES: tuple[str, ...] = ("ATLAS", "POEMS", "BIRDS", "STARS", "MAPS", "TALES", "CHESS", "OCEAN")
 # Test designs: four hard-negative pairs sharing a colour and four sharing a title (each design is in one of each).
@@ -65,13 +73,6 @@ def _shade(rgb: np.ndarray, k: float) -> tuple[int, int, int]:
     return tuple(int(c) for c in np.clip(rgb * k, 0, 255))
 
 
-def _font(size: int) -> ImageFont.ImageFont:
-    try:
-        return ImageFont.load_default(size=size)
-    except TypeError:  # Pillow < 10.1 has no sized default font
-        return ImageFont.load_default()
-
-
 def book_texture(inst: ObjectInstance) -> np.ndarray:
     """The book's texture (uint8 H×W×3) laid out for the library's box mesh: u runs around the four sides
     (+y cover, -x spine, -y cover, +x spine), v from top to bottom."""
@@ -95,10 +96,10 @@ def book_texture(inst: ObjectInstance) -> np.ndarray:
         # Title label in the upper half; the font is sized so the title fills the label's width.
         draw.rectangle([x0 + 5, int(h * 0.12), x1 - 6, int(h * 0.52)], fill=ink)
         size = 40
-        font = _font(size)
+        font = label_font(size)
         while size > 8 and draw.textlength(inst.word, font=font) > fw - 16:
             size -= 2
-            font = _font(size)
+            font = label_font(size)
         draw.text(((x0 + x1) / 2, h * 0.32), inst.word, fill=_shade(base, 1.0), font=font, anchor="mm")
         draw.rectangle([x0 + 5, int(h * 0.74), x1 - 6, int(h * 0.80)], fill=ink)  # a band near the foot
     return np.asarray(img, np.uint8).copy()
