@@ -37,6 +37,7 @@ from agents.vlabench_demonstrations import (
     VLABenchDemoConfig,
     collect_vlabench_demos,
 )
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
@@ -53,7 +54,7 @@ from policies.vla.training import MEMORY_SOURCES, DemoArrays, TrainConfig, epoch
 from policies.vla.vision_input import image_features
 from sim_benchmarks.progress import progress_bar
 from sim_benchmarks.results_folder import FolderLock, check_out_dir
-from sim_benchmarks.train_log import TrainLog, write_json_atomic
+from sim_benchmarks.train_log import TrainLog
 
 CACHE_FORMAT = "embodia.vla_demos/1"
 SUITES = ("personalized_simpler", "personalized_vlabench")

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from envs.statistics import wilson_ci
 from policies.aux.training.hamu import HamuConfig, hamu_step
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.studies.aux.digits_data import load_digits_split
 from sim_benchmarks.studies.aux.results import (
     Headroom,

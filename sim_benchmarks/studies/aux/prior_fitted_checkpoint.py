@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from envs.weights import write_weights
 from policies.aux.structured.prior_fitted import PriorFittedTransformer, build_model
 from policies.vla.checkpoint_files import load_part
-from sim_benchmarks.train_log import write_json_atomic
 
 FORMAT = "embodia.prior_fitted_tab/1"
 WEIGHTS_FILE = "model.pt"

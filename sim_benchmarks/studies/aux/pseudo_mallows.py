@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from envs.statistics import wilson_ci
 from policies.aux.structured.mallows_mcmc import mallows_mcmc
 from policies.aux.structured.pseudo_mallows import (
     all_permutations,
@@ -38,7 +39,6 @@ from policies.aux.structured.pseudo_mallows import (
     sample,
     top_k_tiers,
 )
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.studies.aux.results import (
     Headroom,
     StudyResult,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from sim_benchmarks.train_log import write_json_atomic
+from envs.atomic_io import write_json_atomic
 
 SCHEMA = "embodia.aux/2"  # /2: ``verdict`` is a word of VERDICTS; the line moved to ``summary``
 

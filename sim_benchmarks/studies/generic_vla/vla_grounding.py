@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
+from envs.statistics import wilson_ci
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT
 from policies.vla.generic import GenericVLA
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import wilson_ci
-from sim_benchmarks.train_log import write_json_atomic
 
 SPLITS = ("train", "test")
 

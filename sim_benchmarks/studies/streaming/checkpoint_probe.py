@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.studies.aux.results import mean_ci
-from sim_benchmarks.train_log import write_json_atomic
 
 COPY = re.compile(r"checkpoint_(\d+)\.pt$")
 

@@ -39,11 +39,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
 from sim_benchmarks.studies.aux.results import mean_ci
 from sim_benchmarks.thread_pools import check_thread_pools
-from sim_benchmarks.train_log import write_json_atomic
 
 RUNNER = Path(__file__).with_name("_reference_runner.py")
 EMBODIA_RUNNER = Path(__file__).with_name("_embodia_runner.py")

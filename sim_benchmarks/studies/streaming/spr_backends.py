@@ -36,10 +36,10 @@ import numpy as np
 import torch
 
 from envs.arcade import make_arcade_env, split_name
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from sim_benchmarks.cli import ArgumentParser, main_guard, parse_options
 from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
-from sim_benchmarks.train_log import write_json_atomic
 
 VARIANTS = ("torch", "numba_autograd_spr", "numba")
 

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from envs.arcade import games, make_arcade_env
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
+from envs.statistics import iqm, stratified_bootstrap_ci
 from sim_benchmarks.cli import ArgumentParser, main_guard, parse_seeds
-from sim_benchmarks.metrics import iqm, stratified_bootstrap_ci
-from sim_benchmarks.train_log import write_json_atomic
 
 
 def run_dir(out: Path, env: str, agent: str, seed: int) -> Path:

@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 from envs.arcade import make_arcade_env, split_name
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.suites.arcade import AGENTS
 from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
-from sim_benchmarks.train_log import write_json_atomic
 
 
 class AutogradStreamQ:

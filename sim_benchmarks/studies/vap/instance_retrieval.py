@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
+from envs.statistics import wilson_ci
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import paired_diff_ci
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
-from sim_benchmarks.train_log import write_json_atomic
 
 # ``default``: the matcher with the MobileNetV2 embedding cue (VAP's default until the blend replaced it); the same
 # with the trained instance embedder as embedding cue; and the embedding cue alone of each

@@ -51,16 +51,16 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.lookalikes import LOOKALIKE_KINDS, stock_photo_paths
+from envs.statistics import wilson_ci
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import bootstrap_ci
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE, make_vap
 from sim_benchmarks.thread_pools import check_thread_pools, limit_threads
-from sim_benchmarks.train_log import write_json_atomic
 
 PARTS = ("grounding", "episodes", "builtin", "speed", "sheet", "summary")
 CATEGORIES = ("mug", "box")

@@ -30,18 +30,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import USER_DISTRACTORS
 from envs.manipulation.lookalikes import stock_photo_paths
 from envs.manipulation.objects import CATEGORIES
+from envs.statistics import wilson_ci
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import paired_diff_ci
 from sim_benchmarks.studies.vap.instance_retrieval import candidate_sets, score_sets, summarise
 from sim_benchmarks.studies.vap.vap_benchmark import SUITE
-from sim_benchmarks.train_log import write_json_atomic
 
 # matcher variant -> (retrieval matcher name, vap policy options)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {

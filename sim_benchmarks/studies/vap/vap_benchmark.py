@@ -27,15 +27,15 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from envs.paths import CHECKPOINTS
+from envs.statistics import wilson_ci
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.jobs import derive_seed
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.options import parse_options
 from sim_benchmarks.registry import PolicyContext
-from sim_benchmarks.train_log import write_json_atomic
 
 SUITE = "personalized_simpler"
 GENERIC_CHECKPOINT = CHECKPOINTS / "generic_vla"

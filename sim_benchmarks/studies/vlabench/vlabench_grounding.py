@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
+from envs.statistics import wilson_ci
 from sim_benchmarks import registry
 from sim_benchmarks.cli import ArgumentParser, main_guard
-from sim_benchmarks.metrics import wilson_ci
 from sim_benchmarks.options import parse_options
 from sim_benchmarks.registry import PolicyContext
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import bootstrap_ci
-from sim_benchmarks.train_log import write_json_atomic
 
 SUITE = "personalized_vlabench"
 VIEWS = ("left", "right", "front")
