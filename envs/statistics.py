@@ -1,10 +1,12 @@
 """Statistics for every reported figure: Wilson intervals for success rates, IQM with stratified bootstrap CIs for
-learning runs. In the lowest layer so that any layer may report a figure with its interval."""
+learning runs, t and bootstrap intervals over seeds or items. In the lowest layer so that any layer may report a
+figure with its interval."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -55,3 +57,27 @@ def stratified_bootstrap_ci(
         boot[r] = statistic(np.concatenate([a[rng.integers(0, a.size, a.size)] for a in arrays]))
     alpha = (1 - confidence) / 2
     return float(point), float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))
+
+
+def mean_ci(values: Any, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and Student-t confidence interval over independent runs (seeds); (m, m, m) for a single value."""
+    x = np.asarray(values, dtype=float).ravel()
+    m = float(x.mean()) if x.size else float("nan")
+    if x.size < 2:
+        return m, m, m
+    half = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return m, m - half, m + half
+
+
+def paired_diff_ci(a: Any, b: Any, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``a - b`` over paired runs with its t interval (a CI excluding 0 means a consistent difference)."""
+    return mean_ci(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), confidence)
+
+
+def bootstrap_ci(values: Any, reps: int = 2000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap CI over items (questions, sequences) rather than seeds."""
+    x = np.asarray(values, dtype=float).ravel()
+    rng = np.random.default_rng(seed)
+    boots = x[rng.integers(0, x.size, (reps, x.size))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return float(x.mean()), float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))

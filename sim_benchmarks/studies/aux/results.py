@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from envs.atomic_io import write_json_atomic
+from envs.statistics import bootstrap_ci, mean_ci, paired_diff_ci  # noqa: F401  (the studies' CIs)
 
 SCHEMA = "embodia.aux/2"  # /2: ``verdict`` is a word of VERDICTS; the line moved to ``summary``
 
@@ -131,27 +131,3 @@ def ceiling_guard(verdict: str, headroom: Headroom, margin: float) -> str:
     """``inconclusive`` when the baseline is closer to the task's best score than the margin (a ceiling is not a
     verdict), else ``verdict`` unchanged."""
     return "inconclusive" if headroom.gap < margin else verdict
-
-
-def mean_ci(values: Any, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean and Student-t confidence interval over independent runs (seeds); (m, m, m) for a single value."""
-    x = np.asarray(values, dtype=float).ravel()
-    m = float(x.mean()) if x.size else float("nan")
-    if x.size < 2:
-        return m, m, m
-    half = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return m, m - half, m + half
-
-
-def paired_diff_ci(a: Any, b: Any, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``a - b`` over paired runs with its t interval (a CI excluding 0 means a consistent difference)."""
-    return mean_ci(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), confidence)
-
-
-def bootstrap_ci(values: Any, reps: int = 2000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap CI over items (questions, sequences) rather than seeds."""
-    x = np.asarray(values, dtype=float).ravel()
-    rng = np.random.default_rng(seed)
-    boots = x[rng.integers(0, x.size, (reps, x.size))].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    return float(x.mean()), float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))
