@@ -1,6 +1,6 @@
 """``embodia serve SERVICE --db PATH``: one of ToolPro's services (travel, orders, tickets) as an MCP server over
 stdio, for any MCP client. A new ``--db`` is created and seeded (``--seed N`` picks the world); the flags are those
-of ``python -m envs.services.server`` (fault injection included). ``python -m policies.toolpro.site`` serves the
+of ``python -m envs.services.server`` (fault injection included). ``python -m envs.services.site`` serves the
 same tools plus ToolPro's program tools.
 """
 

@@ -1,6 +1,6 @@
 """Connections to ToolPro sites, pooled per deployment, with restart-and-resend after a lost server.
 
-A site is the service process with the program runtime beside it (``python -m policies.toolpro.site``); stepwise
+A site is the service process with the program runtime beside it (``python -m envs.services.site``); stepwise
 agents use only its service tools. This module is the agents' supervisor: one :class:`Site` per deployment is shared
 by every agent in this process, and when its server dies (SIGKILL, lost pipe, timeout) the next call starts a new
 server process on the same database. The site's cost profile and traffic meter outlive the restart; each restart is
@@ -18,12 +18,12 @@ from typing import Any
 
 from envs.services.client import ServiceClient
 from envs.services.link import LinkProfile, TrafficMeter
+from envs.services.programs.program import pack_program
 from envs.services.server import server_flags
 from envs.services.tools import ServiceError
 from policies.toolpro.profile import ServiceProfile
-from policies.toolpro.program import pack_program
 
-SITE_MODULE = "policies.toolpro.site"
+SITE_MODULE = "envs.services.site"
 RECONNECTS = 3  # consecutive restarts without progress before a call is given up
 
 

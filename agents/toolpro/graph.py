@@ -27,12 +27,12 @@ from langgraph.graph import END, START, StateGraph
 from agents.toolpro import connection
 from agents.toolpro.react import run_stepwise
 from envs.errors import choice_error
+from envs.services.programs.checker import CheckReport, check
+from envs.services.programs.program import Program, ProgramError, pack_program, parse_program
 from envs.services.tools import ServiceError
 from envs.services.workflows import get_task
-from policies.toolpro.checker import CheckReport, check
 from policies.toolpro.constructor import Chooser, ProgramConstructor, RandomChooser
 from policies.toolpro.planner import plan
-from policies.toolpro.program import Program, ProgramError, pack_program, parse_program
 
 Mode = Literal["auto", "program", "stepwise"]
 FALLBACK = ("rejected", "trapped")  # program statuses meaning the site would not run it: go stepwise

@@ -2,7 +2,7 @@
 
 ``reason`` decides the next tool call (an ``AIMessage`` with ``tool_calls``) or the final answer; ``act`` makes the
 call over MCP and appends the ``ToolMessage``. The decisions come from the same constructed program, interpreted
-client-side one call at a time (:func:`policies.toolpro.interpreter.steps`) — no language model — so stepwise and
+client-side one call at a time (:func:`envs.services.programs.interpreter.steps`) — no language model — so stepwise and
 program runs make the same calls with the same idempotency keys and differ only in where the calls are made from.
 """
 
@@ -16,9 +16,9 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 
 from agents.toolpro import connection
+from envs.services.programs.interpreter import ProgramFailure, ToolFailure, ToolRequest, steps
+from envs.services.programs.program import Program
 from envs.services.tools import ServiceError
-from policies.toolpro.interpreter import ProgramFailure, ToolFailure, ToolRequest, steps
-from policies.toolpro.program import Program
 
 
 class ReactState(TypedDict, total=False):

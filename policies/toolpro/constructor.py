@@ -25,7 +25,7 @@ The constructor fixes what has one right answer: result names (``r1``, ``r2``, .
 a ``retry`` around every call (transient errors), and each ``write``'s idempotency key (the tool name and every
 argument, plus each enclosing loop variable the arguments do not already depend on). It also keeps the worst-case
 call count under the checker's limit while choosing loop bounds, and caps statements and nesting so decoding ends.
-So every program it returns passes :func:`policies.toolpro.checker.check`; the chooser only decides *which*
+So every program it returns passes :func:`envs.services.programs.checker.check`; the chooser only decides *which*
 well-typed program. Choosers: :class:`perception.lm_choice.LMChooser` (the offline SmolLM2) and
 :class:`RandomChooser` (uniform over the same choices, a floor for comparison).
 """
@@ -42,8 +42,8 @@ from typing import Any, Protocol
 import jsonschema
 import numpy as np
 
-from policies.toolpro.checker import KEY_FIELD, MAX_CALLS, MAX_ITER, check
-from policies.toolpro.program import ProgramError, parse_program
+from envs.services.programs.checker import KEY_FIELD, MAX_CALLS, MAX_ITER, check
+from envs.services.programs.program import ProgramError, parse_program
 
 J = dict[str, Any]
 

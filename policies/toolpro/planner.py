@@ -3,7 +3,7 @@
 It writes what an engineer would write for each template: fan-out reads in ``parallel``, bounded loops with the
 list limit as bound, a conditional choice of carrier, ``try``/``compensate`` for the trip, ``retry`` with backoff
 around transient-prone writes, and an idempotency key derived from the intent (traveller, order, ticket) on every
-``write``. Every program it returns passes :func:`policies.toolpro.checker.check`.
+``write``. Every program it returns passes :func:`envs.services.programs.checker.check`.
 """
 
 from __future__ import annotations

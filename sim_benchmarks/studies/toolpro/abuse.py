@@ -18,9 +18,9 @@ from pathlib import Path
 
 from envs.atomic_io import write_json_atomic
 from envs.services.client import ServiceClient
+from envs.services.programs.program import PACK_DICTIONARY, PACK_PREFIX
 from envs.services.runtime import create_database
 from envs.services.workflows import state
-from policies.toolpro.program import PACK_DICTIONARY, PACK_PREFIX
 from sim_benchmarks.cli import ArgumentParser, main_guard
 
 V = '(import "toolpro" "value" (func $v (param i32 i32 i32 i32) (result i32)))'
@@ -49,7 +49,7 @@ MODULES = {
 
 
 def _v(op: int, a: str = "(i32.const 0)", b: str = "(i32.const 0)", c: str = "(i32.const 0)") -> str:
-    """A ``toolpro.value`` call in WebAssembly text (operation codes as in policies.toolpro.compiler)."""
+    """A ``toolpro.value`` call in WebAssembly text (operation codes as in envs.services.programs.compiler)."""
     return f"(call $v (i32.const {op}) {a} {b} {c})"
 
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="toolpro-abuse-") as tmp:
         db = create_database(Path(tmp) / "travel.db", "travel", 0)
-        cmd = [sys.executable, "-m", "policies.toolpro.site", "--service", "travel", "--db", str(db)]
+        cmd = [sys.executable, "-m", "envs.services.site", "--service", "travel", "--db", str(db)]
         with ServiceClient(cmd, timeout_s=60) as client:
             def snapshot() -> dict:
                 conn = sqlite3.connect(db)

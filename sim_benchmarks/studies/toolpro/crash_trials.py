@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from envs.atomic_io import write_json_atomic
+from envs.services.programs.executor import ProgramExecutor
 from envs.services.runtime import ServiceRuntime, create_database, reset_database
 from envs.services.workflows import TASKS, expected_state, row_diff, state
 from envs.statistics import wilson_ci
-from policies.toolpro.executor import ProgramExecutor
 from policies.toolpro.planner import plan
 from sim_benchmarks.cli import ArgumentParser, main_guard, require_positive
 

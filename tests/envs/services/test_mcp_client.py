@@ -86,7 +86,7 @@ def test_a_failure_inside_a_tool_is_an_error_result_not_a_protocol_error(tmp_pat
     assert not alive.is_error  # the server keeps serving
 
 
-@pytest.mark.parametrize("module", ["envs.services.server", "policies.toolpro.site"])
+@pytest.mark.parametrize("module", ["envs.services.server", "envs.services.site"])
 @pytest.mark.parametrize("flags, message", [
     (["--service", "nosuch", "--db", "{tmp}/x.db"], "unknown service 'nosuch'; valid: travel, orders, tickets"),
     (["--service", "travel", "--db", "{tmp}/missing/x.db"], "folder '{tmp}/missing' does not exist"),

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from envs.errors import ConfigError
+from envs.services.programs.checker import check
+from envs.services.programs.program import parse_program
 from envs.services.runtime import tool_specs
 from envs.services.workflows import TASKS
 from perception.lm_choice import LMChooser
-from policies.toolpro.checker import check
 from policies.toolpro.constructor import ProgramConstructor, RandomChooser, TaskLiterals
-from policies.toolpro.program import parse_program
 
 
 def decls(service: str) -> dict:

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
+from envs.services.programs.checker import check
+from envs.services.programs.executor import ExecutorLimits, ProgramExecutor
+from envs.services.programs.interpreter import ToolFailure, execute
+from envs.services.programs.program import ProgramError, parse_program
+from envs.services.programs.sandbox import SandboxLimits
 from envs.services.runtime import ServiceRuntime, create_database, tool_specs
 from envs.services.tools import ServiceError
 from envs.services.workflows import TASKS, expected_state, state, state_diff
-from policies.toolpro.checker import check
-from policies.toolpro.executor import ExecutorLimits, ProgramExecutor
-from policies.toolpro.interpreter import ToolFailure, execute
 from policies.toolpro.planner import plan
-from policies.toolpro.program import ProgramError, parse_program
-from policies.toolpro.sandbox import SandboxLimits
 
 
 def decls(service: str) -> dict:
@@ -140,7 +140,7 @@ def test_sandbox_contains_abuse_and_service_keeps_serving(tmp_path, name):
 
 def test_new_abuse_attempts_are_contained_in_process(tmp_path):
     """The attempts added to the abuse table: each ends as a typed, non-retryable report, never an exception."""
-    from policies.toolpro.program import TRANSIENT
+    from envs.services.programs.program import TRANSIENT
     from sim_benchmarks.studies.toolpro.abuse import MODULES, PROGRAMS, _packed_deep
 
     rt = runtime(tmp_path, "travel")

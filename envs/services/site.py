@@ -1,10 +1,10 @@
 """A service deployed with the ToolPro program runtime beside it (one process, one database).
 
-    python -m policies.toolpro.site --service travel --db /tmp/travel.db [--error-rate 0.05 ...]
+    python -m envs.services.site --service travel --db /tmp/travel.db [--error-rate 0.05 ...]
 
 Serves the service's own tools over MCP (stdio) exactly as :mod:`envs.services.server` does, plus:
-``run_program`` (check → compile to wasm → run next to the database, see :mod:`policies.toolpro.executor`; the
-program as JSON or packed, :func:`policies.toolpro.program.pack_program`; a ``brief`` report carries only what the
+``run_program`` (check → compile to wasm → run next to the database, see :mod:`envs.services.programs.executor`; the
+program as JSON or packed, :func:`envs.services.programs.program.pack_program`; a ``brief`` report carries only what the
 agent's answer and cost profile use),
 ``run_module`` (an untrusted WebAssembly text module, run under the same sandbox), ``run_progress`` (how far a run
 got before a crash: its logged calls) and ``ping`` (for profiling).
@@ -15,11 +15,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from envs.services.programs import runlog
+from envs.services.programs.executor import ProgramExecutor
 from envs.services.runtime import ServiceRuntime
 from envs.services.server import ExtraTool, server_main
 from envs.services.tools import ServiceError
-from policies.toolpro import runlog
-from policies.toolpro.executor import ProgramExecutor
 
 
 def program_tools(runtime: ServiceRuntime, executor: ProgramExecutor | None = None) -> list[ExtraTool]:
@@ -62,8 +62,8 @@ def program_tools(runtime: ServiceRuntime, executor: ProgramExecutor | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m policies.toolpro.site``: the service's tools plus the program tools (flags as the server's)."""
-    return server_main("policies.toolpro.site", argv, __doc__, program_tools)
+    """``python -m envs.services.site``: the service's tools plus the program tools (flags as the server's)."""
+    return server_main("envs.services.site", argv, __doc__, program_tools)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.toolpro.program import (
+from envs.services.programs.program import (
     BINOPS,
     Call,
     Expr,
@@ -44,7 +44,7 @@ from policies.toolpro.program import (
     Var,
 )
 
-# value() operation codes (shared with policies.toolpro.executor)
+# value() operation codes (shared with envs.services.programs.executor)
 GET, LEN, INDEX, TRUTHY, BINOP, NOT, FMT, LIST_NEW, LIST_PUSH, OBJ_NEW, OBJ_SET = range(1, 12)
 ERR_TRANSIENT, SLEEP, RETURN, FAIL, LEN_RAW = range(12, 17)
 

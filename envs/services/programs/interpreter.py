@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from policies.toolpro.program import (
+from envs.services.programs.program import (
     TRANSIENT,
     Call,
     Expr,

@@ -15,15 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.services.programs import compiler as op
+from envs.services.programs import runlog
+from envs.services.programs.checker import check
+from envs.services.programs.compiler import compile_program
+from envs.services.programs.interpreter import binop, render, truthy
+from envs.services.programs.program import BINOPS, TRANSIENT, ProgramError, parse_program
+from envs.services.programs.sandbox import HostLimit, Sandbox, SandboxLimits
 from envs.services.runtime import ServiceRuntime
 from envs.services.tools import ServiceError
-from policies.toolpro import compiler as op
-from policies.toolpro import runlog
-from policies.toolpro.checker import check
-from policies.toolpro.compiler import compile_program
-from policies.toolpro.interpreter import binop, render, truthy
-from policies.toolpro.program import BINOPS, TRANSIENT, ProgramError, parse_program
-from policies.toolpro.sandbox import HostLimit, Sandbox, SandboxLimits
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class ProgramHost:
         return self._push(result)
 
     def value(self, code: int, a: int, b: int, c: int) -> int:
-        """``toolpro.value``: pure operations on values (see :mod:`policies.toolpro.compiler`)."""
+        """``toolpro.value``: pure operations on values (see :mod:`envs.services.programs.compiler`)."""
         if code == op.GET:
             obj = self._get(a)
             return self._push(obj.get(self._get(b)) if isinstance(obj, dict) else None)

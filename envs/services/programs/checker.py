@@ -16,8 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from envs.services.tools import EFFECTS
-from policies.toolpro.program import (
+from envs.services.programs.program import (
     Call,
     Expr,
     Fail,
@@ -41,6 +40,7 @@ from policies.toolpro.program import (
     Try,
     Var,
 )
+from envs.services.tools import EFFECTS
 
 MAX_ITER = 1000
 MAX_ATTEMPTS = 10

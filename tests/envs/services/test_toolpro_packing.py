@@ -8,11 +8,11 @@ import zlib
 
 import pytest
 
+from envs.services.programs.executor import ProgramExecutor
+from envs.services.programs.program import PACK_PREFIX, ProgramError, pack_program, parse_program, unpack_program
 from envs.services.runtime import ServiceRuntime, create_database
 from envs.services.workflows import TASKS, state
-from policies.toolpro.executor import ProgramExecutor
 from policies.toolpro.planner import plan
-from policies.toolpro.program import PACK_PREFIX, ProgramError, pack_program, parse_program, unpack_program
 
 
 def test_packing_is_lossless_and_smaller_for_every_planned_program():
