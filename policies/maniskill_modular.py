@@ -4,7 +4,7 @@ run the scripted expert's pick phases on it. Not a VLA.
 On the first step the camera's depth (with its pose: a calibrated RGB-D camera, no segmentation) is lifted to a
 table-top point cloud (:mod:`perception.tabletop_cloud`) whose footprints are the objects. Which one the
 instruction means is read from the image, as the Personalized-VLABench modular base does
-(:func:`policies.vlabench_modular.colour_region`):
+(:func:`perception.instruction_mask.instruction_mask`):
 
 - the instruction names a palette colour ("pick up the blue mug", VAP's rewrite): the largest region of the image
   painted in that colour;
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from perception.category import drop_personal
+from perception.instruction_mask import instruction_mask
 from perception.prompting import DEFAULT_COLOURS
 from perception.tabletop_cloud import (
     GridConfig,
@@ -34,7 +35,6 @@ from perception.tabletop_cloud import (
     world_points,
 )
 from policies.maniskill_expert import PersonalizedPickExpert
-from policies.vlabench_modular import colour_region
 
 Pose = tuple[np.ndarray, np.ndarray, float]
 # the table in front of the Panda where objects stand (the robot's own base, behind x = -0.5, stays out)
@@ -83,6 +83,12 @@ class ModularPickBase(PersonalizedPickExpert):
             self._target = self._perceive(obs)
         return self._target
 
+    def _detector(self) -> Any:
+        """The category detector, built on first use (a prompted instruction never needs it)."""
+        if self.detector is None:
+            self.detector = self.detector_fn()
+        return self.detector
+
     def _perceive(self, obs: Any) -> dict[str, Any]:
         depth = np.asarray(self.depth_fn(), float)
         pts = world_points(depth, self.camera_pose)
@@ -92,19 +98,9 @@ class ModularPickBase(PersonalizedPickExpert):
         table_z = table_height(pts)
         objects = tabletop_objects([pts], table_z, GRID)
         image = np.asarray(obs["image"])
-        mask = None
-        if self.colour is not None:
-            mask = colour_region(image, self.colours[self.colour])
-            self.choice = "colour" if mask.sum() >= 10 else ""
-            mask = mask if self.choice else None
-        if mask is None and self.detector_fn is not None:
-            if self.detector is None:
-                self.detector = self.detector_fn()
-            if hasattr(self.detector, "prepare"):
-                self.detector.prepare(self.category)
-            cands = self.detector.detect(image, self.category, depth=depth)
-            if cands:
-                mask, self.choice = max(cands, key=lambda c: c.score).mask, "detector"
+        mask, self.choice = instruction_mask(
+            image, self.category, colour=self.colours[self.colour] if self.colour else None, min_colour_pixels=10,
+            detector=self._detector if self.detector_fn is not None else None, depth=depth)
         obj, top = None, None
         if mask is not None:
             seen = world_points(depth, self.camera_pose, mask)

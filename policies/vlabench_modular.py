@@ -22,11 +22,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import cv2
 import numpy as np
 
 from envs.errors import ConfigError
 from perception.category import drop_personal
+from perception.instruction_mask import colour_region, instruction_mask  # noqa: F401 (colour_region: kept importable here)
 from perception.prompting import DEFAULT_COLOURS
 from perception.tabletop_cloud import (
     GridConfig,
@@ -47,25 +47,11 @@ VIEWS = ("left", "right", "front")
 FIXTURE_SIZE = 0.14  # metres: a footprint this large is the box or plate (objects are at most ~10 cm across)
 OBJECT_SIZE = 0.11  # an object footprint larger than this is two objects merged: narrow it around the choice
 NARROW_RADIUS = 0.045
-HUE_TOLERANCE = 8  # OpenCV hue units (2° each) around the named colour's hue
 ROUND_BODIES = ("mug",)  # a handle widens the footprint: centre on the round body instead
 FACETED = ("box",)  # flat faces to close on: a square footprint is turned to its sides, not left at yaw 0
 SQUARE_RATIO = 1.12  # a footprint whose sides differ less than this has no usable principal axis
 
 _GOAL_PHRASE = re.compile(r"\b(in|into|on|onto) the (box|plate)\b", re.IGNORECASE)
-
-
-def colour_region(image: np.ndarray, rgb: tuple[int, int, int]) -> np.ndarray:
-    """The largest connected region painted in ``rgb``'s hue (saturated, not dark), as a boolean mask."""
-    hsv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2HSV).astype(np.int32)
-    target = cv2.cvtColor(np.uint8([[rgb]]), cv2.COLOR_RGB2HSV)[0, 0].astype(np.int32)
-    dh = np.abs(hsv[..., 0] - target[0])
-    dh = np.minimum(dh, 180 - dh)
-    hit = (dh <= HUE_TOLERANCE) & (hsv[..., 1] >= 0.6 * target[1]) & (hsv[..., 2] >= 40)
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(hit.astype(np.uint8), connectivity=8)
-    if n <= 1:
-        return np.zeros(hit.shape, bool)
-    return labels == 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
 
 
 class ModularVLABenchBase(VLABenchExpert):
@@ -127,26 +113,20 @@ class ModularVLABenchBase(VLABenchExpert):
             target, self.choice = min(items, key=lambda o: float(np.linalg.norm(o.centre))), "fallback"
         return {"table_z": table_z, "target": target, "fixture": fixture, "objects": items}
 
+    def _detector(self) -> Any:
+        """The category detector, built on first use (a prompted instruction never needs it)."""
+        if self.detector is None:
+            self.detector = self.detector_fn()
+        return self.detector
+
     def _target_seed(self, obs: Mapping[str, Any], sensors: Mapping[str, Any], table_z: float) -> np.ndarray | None:
         """The xy the instruction points at: the named colour's region, else the detector's best candidate."""
         image = np.asarray(obs["image"])
         depth, pose = sensors["depth"]["front"], sensors["pose"]["front"]
-        mask = None
-        if self.colour is not None:
-            mask = colour_region(image, self.colours[self.colour])
-            self.choice = "colour" if mask.sum() >= 20 else ""
-            mask = mask if self.choice else None
-        if mask is None and self.detector_fn is not None:
-            if self.detector is None:
-                self.detector = self.detector_fn()
-            if hasattr(self.detector, "prepare"):
-                self.detector.prepare(self.category)
-            cands = self.detector.detect(image, self.category, depth=depth)
-            if self.height_check is not None:
-                cands = self.height_check.filter(cands, depth, self.category,
-                                                 plane=getattr(self.detector, "plane", None), fovy_deg=pose[2])
-            if cands:
-                mask, self.choice = max(cands, key=lambda c: c.score).mask, "detector"
+        mask, self.choice = instruction_mask(
+            image, self.category, colour=self.colours[self.colour] if self.colour else None, min_colour_pixels=20,
+            detector=self._detector if self.detector_fn is not None else None, depth=depth,
+            height_check=self.height_check, fovy_deg=pose[2])
         if mask is None:
             return None
         pts = world_points(depth, pose, mask)
