@@ -8,55 +8,45 @@
 evaluated task) and ``OUT/summary.json`` (the ``embodia.train/1`` schema plus closed-loop success on held-out
 test-split instances). Same seed, same demo count and an epoch-limited (not time-limited) run give
 byte-identical weights.
+
+This module declares and checks the options; the work lives in its layers: collection in
+:mod:`agents.demonstration_cache`, the training run in :mod:`sim_benchmarks.training.generic_vla`, the closed-loop
+check in :mod:`sim_benchmarks.closed_loop`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
-from dataclasses import asdict, replace
+from argparse import Namespace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from agents.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig, Demos, collect_demos
-from agents.episodic import run_episode
+from agents.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig
 from agents.vlabench_demonstrations import (
     BASE_TASKS,
-    GENERIC_TRACK,
     LABEL_FRAMES,
     PLACE_GOALS,
     VLABENCH_DRIVEN_PARTS,
     VLABenchDemoConfig,
-    collect_vlabench_demos,
 )
-from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
-from envs.manipulation.env import make_env
 from envs.manipulation.tasks import GENERIC_TASKS
 from envs.manipulation.vlabench.tasks import TASKS as VLABENCH_TASKS
 from launch.cli import ArgumentParser, main_guard, require_positive
-from perception.text_encoder import load_text_encoder
 from policies.scripted_expert import DESCENTS
-from policies.vla.attributes import attach_attributes
-from policies.vla.checkpoint import load_checkpoint, save_checkpoint
+from policies.vla.checkpoint import load_checkpoint
 from policies.vla.checkpoint_files import read_manifest
-from policies.vla.generic import GenericVLA, encode_words
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec
-from policies.vla.training import MEMORY_SOURCES, DemoArrays, TrainConfig, epoch_steps, train_head
-from policies.vla.vision_input import image_features
-from sim_benchmarks.progress import progress_bar
-from sim_benchmarks.results_folder import FolderLock, check_out_dir
-from sim_benchmarks.train_log import TrainLog
+from policies.vla.training import MEMORY_SOURCES, TrainConfig
+from sim_benchmarks.results_folder import check_out_dir
+from sim_benchmarks.training.generic_vla import GenericVLARun, train_generic_vla
 
-CACHE_FORMAT = "embodia.vla_demos/1"
 SUITES = ("personalized_simpler", "personalized_vlabench")
 # Options that only the SIMPLER demonstrator knows, with their defaults: set on another suite they
 # are an error rather than silently ignored.
@@ -64,195 +54,8 @@ SIMPLER_ONLY = {"split": "train",
                 "expert_descent": "gated", "expert_regrasps": 0, "drop_fraction": 0.0}
 
 
-def _collect_block(args: tuple[DemoConfig, VisionSpec, list[int], Path]) -> Demos:
-    cfg, vision, indices, path = args
-    if path.is_file():  # finished by an earlier (interrupted) run: same config key, same episodes
-        demos = _read_block(path)
-        if len(demos) and not demos.targets:  # a block from before target labels were recorded
-            demos.targets = recover_targets(demos, cfg)
-        images = np.load(path, allow_pickle=False)["images"] if vision.backbone == "cnn" and len(demos) else None
-    else:
-        torch.set_num_threads(1)
-        # Keep the raw frames of kept episodes (encoded in one batch afterwards, which is also faster than per
-        # frame) so that another frozen-feature spec or the from-scratch CNN can be trained without re-collecting.
-        demos = collect_vlabench_demos(cfg, indices=indices) if isinstance(cfg, VLABenchDemoConfig) \
-            else collect_demos(cfg, indices=indices)
-        images = np.stack(demos.frames) if demos.frames else np.zeros((0, 1, 1, 3), np.uint8)
-        demos.frames = [] if vision.backbone == "cnn" else _encode_batch(images, vision)
-        _write_block(path, demos, images)
-    if vision.backbone == "cnn":  # raw-frame blocks: the head's input is the resized pixels
-        demos.frames = _encode_batch(images, vision) if len(demos) else []
-    return demos
-
-
-def recover_targets(demos: Demos, cfg: DemoConfig) -> list[np.ndarray]:
-    """Per-frame target start positions of kept episodes, re-read from the seeded scene (reset only, no steps)."""
-    start: dict[int, np.ndarray] = {}
-    envs: dict[str, Any] = {}
-    try:
-        for e in demos.episodes:
-            if e["success"] or cfg.keep_failed:
-                if e["task"] not in envs:
-                    envs[e["task"]] = make_env(e["task"], {"image_size": cfg.image_size, "split": "train"})
-                env = envs[e["task"]]
-                env.reset(seed=int(e["seed"]))
-                start[int(e["index"])] = np.asarray(env.unwrapped.privileged_state()["target"]["start"], np.float32)
-    finally:
-        for env in envs.values():
-            env.close()
-    return [start[i] for i in demos.episode]
-
-
-def _encode_batch(images: np.ndarray, vision: VisionSpec, batch: int = 32) -> list[np.ndarray]:
-    out: list[np.ndarray] = []
-    for s in range(0, len(images), batch):
-        feats = image_features(images[s:s + batch], vision).numpy()
-        out += list(feats if feats.dtype == np.uint8 else feats.astype(np.float16))
-    return out
-
-
-def _write_block(path: Path, demos: Demos, images: np.ndarray | None = None) -> None:
-    feats = np.stack(demos.frames) if demos.frames else np.zeros((0,), np.float16)
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    extra = {"images": images} if images is not None else {}
-    if demos.targets:
-        extra["targets"] = np.stack(demos.targets).astype(np.float32)
-    if demos.goals:
-        extra["goals"] = np.stack(demos.goals).astype(np.float32)
-    if demos.uv:
-        extra["uv"] = np.stack(demos.uv).astype(np.float32)
-    np.savez_compressed(tmp, **extra, features=feats,
-             states=np.asarray(demos.states, np.float32).reshape(len(demos), -1),
-             actions=np.asarray(demos.actions, np.float32).reshape(len(demos), -1),
-             episode=np.asarray(demos.episode, np.int64),
-             meta=json.dumps({"instructions": demos.instructions, "tasks": demos.task, "episodes": demos.episodes}))
-    tmp.replace(path)
-
-
-def _read_block(path: Path) -> Demos:
-    z = np.load(path, allow_pickle=False)
-    meta = json.loads(str(z["meta"]))
-    n = len(meta["instructions"])
-    return Demos(frames=list(z["features"]) if n else [], instructions=meta["instructions"],
-                 states=list(z["states"]), actions=list(z["actions"]), episode=[int(e) for e in z["episode"]],
-                 task=meta["tasks"], episodes=meta["episodes"],
-                 targets=list(z["targets"]) if "targets" in z.files and n else [],
-                 goals=list(z["goals"]) if "goals" in z.files and n else [],
-                 uv=list(z["uv"]) if "uv" in z.files and n else [])
-
-
-BLOCK = 8  # episodes per saved block: an interrupted collection resumes from the last finished block
-
-
-def collect(cfg: DemoConfig, vision: VisionSpec, workers: int, block_dir: Path) -> Demos:
-    """Collect demos in blocks saved under ``block_dir`` (resumable), in ``workers`` processes when > 1.
-
-    Episodes are seeded by index, so the result is the same for any worker count or interruption pattern.
-    """
-    # The key leaves out the episode count: a longer or shorter run reuses the blocks it shares with this one.
-    # Raw-frame blocks (the CNN backbone) hold full-size frames, so every CNN input size shares them.
-    # Fields added after blocks were first written enter the key only when set, so older blocks stay valid.
-    defaults = {("descent", "gated"), ("driver", ""), ("driver_sha256", ""), ("split", "train"),
-                ("driven_part", "approach"), ("regrasps", 0), ("drop_fraction", 0.0), ("look_randomisation", 0.0),
-                ("label_frame", "command")}
-    # a driver is keyed by its weights' sha256, not by the folder it was read from
-    content = {k: v for k, v in asdict(cfg).items() if k not in ("episodes", "driver") and (k, v) not in defaults}
-    encoded = "raw_frames" if vision.backbone == "cnn" else asdict(vision)
-    key = hashlib.sha256(json.dumps([content, encoded], sort_keys=True).encode()).hexdigest()[:10]
-    block_dir.mkdir(parents=True, exist_ok=True)
-    spans = [(s, min(s + BLOCK, cfg.episodes)) for s in range(0, cfg.episodes, BLOCK)]
-    jobs = [(cfg, vision, list(range(s, e)), block_dir / f"{key}_{s:05d}_{e:05d}.npz") for s, e in spans]
-    merged = Demos()
-    with progress_bar(cfg.episodes, "demonstrations") as advance, ExitStack() as stack:
-        if workers <= 1:
-            parts = map(_collect_block, jobs)
-        else:
-            parts = stack.enter_context(ProcessPoolExecutor(workers)).map(_collect_block, jobs)
-        for part in parts:
-            merged.extend(part)
-            advance(len(part.episodes))
-    return merged
-
-
-def save_cache(path: Path, demos: Demos, cfg: DemoConfig, vision: VisionSpec) -> None:
-    """The feature cache: features fp16 + labels + the configs that produced them."""
-    table = sorted(set(demos.instructions))
-    np.savez(path, features=np.stack(demos.frames), states=np.stack(demos.states),
-             actions=np.stack(demos.actions), episode=np.asarray(demos.episode),
-             targets=np.stack(demos.targets) if len(demos.targets) == len(demos) else np.zeros((0, 3), np.float32),
-             goals=np.stack(demos.goals) if len(demos.goals) == len(demos) else np.zeros((0, 3), np.float32),
-             uv=np.stack(demos.uv) if len(demos.uv) == len(demos) else np.zeros((0, 2, 2), np.float32),
-             text_index=np.asarray([table.index(t) for t in demos.instructions]),
-             meta=json.dumps({"format": CACHE_FORMAT, "instructions": table, "demo_config": asdict(cfg),
-                              "vision": asdict(vision), "episodes": demos.episodes, "tasks": demos.task}))
-
-
-def load_cache(path: Path, vision: VisionSpec) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read a feature cache; its vision spec must match the head being trained."""
-    if not path.is_file():
-        raise ConfigError(f"demo cache {str(path)!r} does not exist")
-    try:
-        z = np.load(path, allow_pickle=False)
-        meta = json.loads(str(z["meta"]))
-        arrays = {k: z[k] for k in ("features", "states", "actions", "episode", "text_index")}
-        # privileged training-only labels; caches from older runs may lack them
-        for label in ("targets", "goals", "uv"):
-            if label in z.files and len(z[label]) == len(arrays["actions"]):
-                arrays[label] = z[label]
-    except (OSError, KeyError, ValueError) as exc:
-        raise ConfigError(f"demo cache {str(path)!r} is not a readable {CACHE_FORMAT} file") from exc
-    if meta.get("format") != CACHE_FORMAT:
-        raise ConfigError(f"demo cache {str(path)!r} has format {meta.get('format')!r}; expected {CACHE_FORMAT!r}")
-    if meta["vision"] != asdict(vision):
-        raise ConfigError(f"demo cache {str(path)!r} was encoded with vision {meta['vision']}, not {asdict(vision)}")
-    return meta, arrays
-
-
-def evaluate(policy: GenericVLA, tasks: list[str], episodes: int, seed: int, split: str = "test",
-             suite: str = "personalized_simpler") -> dict[str, Any]:
-    """Closed-loop success / correct-object rates per generic task on ``split`` instances.
-
-    On ``personalized_vlabench`` the generic track (train designs; unseen seeds) is the only one a generic
-    policy can be asked about without a personal object, so ``split`` is not used there.
-    """
-    out: dict[str, Any] = {}
-    total = max(1, episodes * len(tasks))
-    label = split if suite == "personalized_simpler" else GENERIC_TRACK
-    with progress_bar(total, f"closed-loop eval ({label})") as advance:
-        for task in tasks:
-            if suite == "personalized_simpler":
-                env = make_env(task, {"split": split})
-                metrics = None
-            else:  # MuJoCo (the vlabench extra) only when asked for
-                from envs.manipulation.vlabench.env import episode_metrics as vlabench_metrics
-                from envs.manipulation.vlabench.env import make_env as make_vlabench_env
-
-                hand = getattr(policy, "action_frame", "command") == "hand"
-                env = make_vlabench_env(task, {"track": GENERIC_TRACK, "action_mode": "absolute" if hand else "delta",
-                                               "cameras": ("front",), "references": False})
-                metrics = vlabench_metrics
-                if hand:  # hand-frame deltas are added to the measured hand, which the env's delta mode does not do
-                    from policies.delta_adapter import DeltaToAbsolute
-
-                    policy = DeltaToAbsolute(policy)
-            succ = correct = any_ok = 0
-            for ep in range(episodes):
-                res = run_episode(env, policy, env_seed=10_000 * (seed + 1) + ep, policy_seed=ep,
-                                  episode_metrics=metrics)
-                succ += res.metrics["success"]
-                correct += res.metrics["success"] and res.metrics["correct_object"]
-                any_ok += res.metrics["correct_object"]
-                advance(1)
-            env.close()
-            out[task] = {"episodes": episodes, "success_rate": succ / max(1, episodes),
-                         "correct_among_successes": correct / max(1, succ) if succ else None,
-                         "correct_object_rate": any_ok / max(1, episodes)}
-    rates = [v["success_rate"] for v in out.values()]
-    out["mean_success_rate"] = float(np.mean(rates)) if rates else 0.0
-    return out
-
-
 def build_parser() -> ArgumentParser:
+    """The command line: every option of a run, declared here and nowhere else."""
     p = ArgumentParser(prog="python -m launch.train_vla", description=__doc__.split("\n")[0])
     p.add_argument("--out", writes="folder", required=True, type=Path, help="output folder")
     p.add_argument("--seed", type=int, default=0)
@@ -354,15 +157,8 @@ def build_parser() -> ArgumentParser:
     return p
 
 
-def run(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse, collect (or load) demos, train, evaluate, write checkpoint + metrics; returns the summary."""
-    args = build_parser().parse_args(argv)
-    check_out_dir(args.out)  # usable before any other check or work
-    if args.checkpoint_out is not None:
-        check_out_dir(args.checkpoint_out, "--checkpoint-out")
-    if args.suite not in SUITES:
-        raise choice_error("--suite", args.suite, SUITES)
-    vlabench = args.suite == "personalized_vlabench"
+def _check_tasks(args: Namespace, vlabench: bool) -> list[str]:
+    """The generic tasks to learn, each known to ``--suite``."""
     known_tasks = VLABENCH_TASKS if vlabench else GENERIC_TASKS
     default_tasks = BASE_TASKS if vlabench else tuple(GENERIC_TASKS)
     tasks = [t for t in (args.tasks or ",".join(default_tasks)).split(",") if t]
@@ -371,6 +167,12 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for t in tasks:
         if t not in known_tasks:
             raise ConfigError(f"unknown generic task {t!r} for {args.suite}; valid: {', '.join(known_tasks)}")
+    return tasks
+
+
+def _check_options(args: Namespace, vlabench: bool) -> None:
+    """Options that only one suite knows, and the ranges and combinations the parser cannot check alone (sets
+    the suite's default ``--noise`` and the backbone's default ``--input-size``)."""
     if vlabench:
         for name, default in SIMPLER_ONLY.items():
             if getattr(args, name) != default:
@@ -408,19 +210,20 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         raise ConfigError(f"--width must be a multiple of 8, got {args.width}")
     if args.backbone not in BACKBONES:
         raise choice_error("--backbone", args.backbone, BACKBONES)
-    base_vision = CNN_VISION if args.backbone == "cnn" else VisionSpec()
     if args.input_size is None:
-        args.input_size = base_vision.input_size
+        args.input_size = (CNN_VISION if args.backbone == "cnn" else VisionSpec()).input_size
     if args.input_size % 16 or not 64 <= args.input_size <= 320:
         raise ConfigError(f"--input-size must be a multiple of 16 in [64, 320], got {args.input_size}")
-    torch.set_num_threads(args.threads)
-    start = time.perf_counter()
-    out: Path = args.out
-    vision = replace(base_vision, input_size=args.input_size)
     if args.expert_descent not in DESCENTS:
         raise choice_error("--expert-descent", args.expert_descent, DESCENTS)
     if args.split not in DEMO_SPLITS:
         raise choice_error("--split", args.split, DEMO_SPLITS)
+
+
+def _demo_configs(args: Namespace, tasks: list[str], vlabench: bool
+                  ) -> tuple[DemoConfig | VLABenchDemoConfig, list[DemoConfig | VLABenchDemoConfig]]:
+    """The expert demonstrations' configuration and those of the ``--dagger``-driven episodes (the driver's
+    checkpoint verified here, so a bad folder fails before anything is collected)."""
     demo_cfg: DemoConfig | VLABenchDemoConfig
     if vlabench:
         demo_cfg = VLABenchDemoConfig(tasks=tuple(tasks), episodes=args.demos, seed=args.seed, noise_std=args.noise,
@@ -439,23 +242,29 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             raise choice_error("--dagger-part", part, sorted(known_parts))
     if len(set(parts)) != len(parts):
         raise ConfigError(f"--dagger-part names a part twice: {args.dagger_part!r}")
-    driven_cfgs = []
-    if args.dagger is not None:
-        load_checkpoint(args.dagger)  # verified here, so a bad folder fails before anything is collected
-        driver_sha = read_manifest(args.dagger)["weights_sha256"]
-        place_tasks = tuple(t for t in tasks if (VLABENCH_TASKS[t].goal in PLACE_GOALS if vlabench
-                                                 else GENERIC_TASKS[t].kind != "pick"))
-        if args.dagger_demos < len(parts):
-            raise ConfigError(f"--dagger-demos must be at least the number of --dagger-part parts ({len(parts)}), "
-                              f"got {args.dagger_demos}")
-        for k, part in enumerate(parts):
-            driven_tasks = place_tasks if part == "carry" else tuple(tasks)
-            if not driven_tasks:
-                raise ConfigError(f"--dagger-part carry needs a place task in --tasks, got {args.tasks}")
-            # --dagger-demos is split evenly over the parts (the first parts take any remainder)
-            count = args.dagger_demos // len(parts) + (k < args.dagger_demos % len(parts))
-            driven_cfgs.append(replace(demo_cfg, tasks=driven_tasks, episodes=count, driver=str(args.dagger),
-                                       driver_sha256=driver_sha, driven_part=part))
+    driven_cfgs: list[DemoConfig | VLABenchDemoConfig] = []
+    if args.dagger is None:
+        return demo_cfg, driven_cfgs
+    load_checkpoint(args.dagger)
+    driver_sha = read_manifest(args.dagger)["weights_sha256"]
+    place_tasks = tuple(t for t in tasks if (VLABENCH_TASKS[t].goal in PLACE_GOALS if vlabench
+                                             else GENERIC_TASKS[t].kind != "pick"))
+    if args.dagger_demos < len(parts):
+        raise ConfigError(f"--dagger-demos must be at least the number of --dagger-part parts ({len(parts)}), "
+                          f"got {args.dagger_demos}")
+    for k, part in enumerate(parts):
+        driven_tasks = place_tasks if part == "carry" else tuple(tasks)
+        if not driven_tasks:
+            raise ConfigError(f"--dagger-part carry needs a place task in --tasks, got {args.tasks}")
+        # --dagger-demos is split evenly over the parts (the first parts take any remainder)
+        count = args.dagger_demos // len(parts) + (k < args.dagger_demos % len(parts))
+        driven_cfgs.append(replace(demo_cfg, tasks=driven_tasks, episodes=count, driver=str(args.dagger),
+                                   driver_sha256=driver_sha, driven_part=part))
+    return demo_cfg, driven_cfgs
+
+
+def _init_checkpoint(args: Namespace, vision: VisionSpec) -> Any:
+    """The ``--init`` checkpoint to fine-tune (None: train from scratch), checked against the head asked for."""
     init = load_checkpoint(args.init) if args.init is not None else None
     if init is not None and args.gripper_classifier and not init.config.gripper_classifier:
         raise ConfigError(f"--gripper-classifier changes the head's shape; --init {str(args.init)!r} has none "
@@ -463,85 +272,44 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if init is not None and init.config.vision != vision:
         raise ConfigError(f"--init {str(args.init)!r} was trained on {init.config.vision.backbone} at "
                           f"{init.config.vision.input_size}px, not {vision.backbone} at {vision.input_size}px")
-    with FolderLock(out):  # only once every option has been checked: bad input writes nothing; one writer
-        cache = args.demo_cache or out / "demos.npz"
-        if args.demo_cache is None and not cache.exists():
-            t0 = time.perf_counter()
-            blocks = args.demo_blocks or out / "demo_blocks"
-            demos = collect(demo_cfg, vision, args.workers, blocks)
-            for driven_cfg in driven_cfgs:
-                demos.extend(collect(driven_cfg, vision, args.workers, blocks))
-            if not demos.actions:
-                raise ConfigError("the expert succeeded in no demonstration episode; nothing to train on")
-            save_cache(cache, demos, demo_cfg, vision)
-            collect_s = time.perf_counter() - t0
-        else:
-            collect_s = 0.0
-        meta, arr = load_cache(cache, vision)
-        cached_frame = meta["demo_config"].get("label_frame", "command")
-        if cached_frame != args.label_frame:
-            raise ConfigError(f"demo cache {str(cache)!r} holds {cached_frame}-frame labels, not --label-frame "
-                              f"{args.label_frame}")
-        encoder = load_text_encoder()
-        texts = encoder.encode(meta["instructions"])
-        # which camera saw each frame: object-memory heads project SIMPLER positions with it (VLABench's front
-        # camera moves between episodes, so its demos record the image positions instead)
-        embodiment = None if vlabench else np.asarray([GENERIC_TASKS[t].embodiment for t in meta["tasks"]])
-        data = DemoArrays(torch.from_numpy(arr["features"]), texts, arr["text_index"], arr["states"],
-                          arr["actions"].astype(np.float32), arr["episode"], arr.get("targets"), arr.get("goals"),
-                          embodiment, encode_words(encoder, meta["instructions"], args.words) if args.words else None,
-                          arr.get("uv"))
-        head_cfg = init.config if init is not None else HeadConfig(
-            vision=vision, state_dim=int(arr["states"].shape[1]), width=args.width, chunk=args.chunk,
-            dropout=args.dropout, aux_dim=2 if args.aux_weight > 0 and not args.memory else 0, memory=args.memory,
-            words=args.words, gripper_classifier=args.gripper_classifier)
-        train_cfg = TrainConfig(head=head_cfg, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                                patience=args.patience, max_minutes=args.minutes, seed=args.seed,
-                                shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
-                                heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise,
-                                memory_source=args.memory_source, switch_weight=args.switch_weight,
-                                release_frames=args.release_frames, grasp_frames=args.grasp_frames)
-        log = TrainLog(out)
-        with progress_bar(args.epochs * epoch_steps(data, train_cfg), "training head") as advance:
-            bundle, stats = train_head(data, train_cfg, on_progress=advance, on_epoch=log.append, init=init)
-        command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
-                                                                                     else sys.argv[1:]))
-        episodes = meta["episodes"]
-        demo_stats = {"attempted": len(episodes), "kept": int(sum(e["success"] for e in episodes)),
-                      "frames": len(data), "collect_s": round(collect_s, 1),
-                      "driven": int(sum("driven_steps" in e for e in episodes))}
-        ckpt = args.checkpoint_out or out / "checkpoint"
-        training_facts = {"command": command, "seed": args.seed, "demos": demo_stats,
-                          # a fine-tune names its starting weights by content: the --init folder may be replaced
-                          **({"init_sha256": read_manifest(args.init)["weights_sha256"]} if init is not None else {}),
-                          "train": {k: v for k, v in stats.items() if k != "history"},
-                          "train_config": {k: v for k, v in asdict(replace(train_cfg, head=head_cfg)).items()
-                                           if k != "head"}}
-        bundle = replace(bundle, action_frame=args.label_frame)
-        digest = save_checkpoint(bundle, ckpt, training=training_facts)
-        if init is not None and "attributes" in read_manifest(args.init):
-            attach_attributes(ckpt, args.init)
-            bundle = load_checkpoint(ckpt)  # the evaluation below then runs the policy as it ships
-        evaluation: dict[str, Any] = {}
-        if args.eval_episodes > 0:
-            policy = GenericVLA(bundle)
-            evaluation = evaluate(policy, tasks, args.eval_episodes, args.seed, suite=args.suite)
-            for task, rec in evaluation.items():
-                if isinstance(rec, dict):
-                    log.append({"eval_task": task, **rec})
-        wall = time.perf_counter() - start
-        grad_steps = stats["epochs_run"] * stats["steps_per_epoch"]
-        summary = log.write_summary({
-            "env": f"{args.suite}:generic", "agent": "generic_vla_bc", "steps": grad_steps,
-            "return_last100": evaluation.get("mean_success_rate"), "steps_per_second": grad_steps / max(
-                stats["train_s"], 1e-9), "wall_s": round(wall, 1), "checkpoint": str(ckpt), "weights_sha256": digest,
-            "command": command, "demos": demo_stats, "train": training_facts["train"], "eval": evaluation,
-        })
-        write_json_atomic(Path(ckpt) / "metrics.json", {"command": command, "weights_sha256": digest,
-                                                       "demos": demo_stats, "train": training_facts["train"],
-                                                       "eval_test_split": evaluation})
-        log.close()
-        return summary
+    return init
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse and check every option, then collect (or load) demos, train, evaluate, write checkpoint + metrics
+    (:func:`sim_benchmarks.training.generic_vla.train_generic_vla`); returns the summary."""
+    args = build_parser().parse_args(argv)
+    check_out_dir(args.out)  # usable before any other check or work
+    if args.checkpoint_out is not None:
+        check_out_dir(args.checkpoint_out, "--checkpoint-out")
+    if args.suite not in SUITES:
+        raise choice_error("--suite", args.suite, SUITES)
+    vlabench = args.suite == "personalized_vlabench"
+    tasks = _check_tasks(args, vlabench)
+    _check_options(args, vlabench)
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    vision = replace(CNN_VISION if args.backbone == "cnn" else VisionSpec(), input_size=args.input_size)
+    demo_cfg, driven_cfgs = _demo_configs(args, tasks, vlabench)
+    init = _init_checkpoint(args, vision)
+    head = HeadConfig(vision=vision, width=args.width, chunk=args.chunk, dropout=args.dropout,
+                      aux_dim=2 if args.aux_weight > 0 and not args.memory else 0, memory=args.memory,
+                      words=args.words, gripper_classifier=args.gripper_classifier)
+    train = TrainConfig(head=head, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                        patience=args.patience, max_minutes=args.minutes, seed=args.seed,
+                        shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
+                        heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise,
+                        memory_source=args.memory_source, switch_weight=args.switch_weight,
+                        release_frames=args.release_frames, grasp_frames=args.grasp_frames)
+    command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
+                                                                                 else sys.argv[1:]))
+    job = GenericVLARun(out=args.out, suite=args.suite, tasks=tuple(tasks), demo_cfg=demo_cfg, vision=vision,
+                        head=head, train=train, command=command, driven_cfgs=tuple(driven_cfgs),
+                        workers=args.workers, demo_cache=args.demo_cache, demo_blocks=args.demo_blocks,
+                        words=args.words, label_frame=args.label_frame, init=args.init,
+                        eval_episodes=args.eval_episodes, checkpoint_out=args.checkpoint_out)
+    # only once every option has been checked: bad input writes nothing
+    return train_generic_vla(job, init_bundle=init, started=start)
 
 
 @main_guard
