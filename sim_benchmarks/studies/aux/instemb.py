@@ -442,4 +442,4 @@ def summarise(per_seed: list[dict]) -> StudyResult:
                              f"with {len(INSTRUCTIONS)} instructions x 2 wordings; 4 of 16 (colour, category) pairs "
                              f"held out for test; corpus = all {len(all_answers())} distinct answers; judged on "
                              f"{' and '.join(JUDGED)} (answers that name a held-out pair)"),
-                       seeds=seeds, per_seed=per_seed)
+                       seeds=seeds, per_seed=per_seed, checks=checks)
