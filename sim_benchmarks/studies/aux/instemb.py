@@ -426,6 +426,9 @@ def summarise(per_seed: list[dict]) -> StudyResult:
     for k in ("latency_ms_last", "latency_ms_instemb", "latency_ms_regen", "latency_ratio_instemb",
               "latency_ratio_regen"):
         checks[k] = mean_ci(col[k])
+    if len(seeds) < 2:  # one seed has no spread over seeds: its CI and margin collapse to a point
+        parts = {k: "inconclusive" for k in parts}
+        checks["parts"] = parts
     verdict = combine(parts)
     summary = (f"Recall@1 on multi-token answers for held-out pairs InstEmb - last token {value:+.1f} [{lo:+.1f}, "
                f"{hi:+.1f}] points (margin {margin:.1f}; InstEmb {checks['r1_instemb_judged'][0]:.1f}, last "
