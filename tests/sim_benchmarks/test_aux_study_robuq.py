@@ -80,6 +80,9 @@ def test_summarise_judges_against_the_redraw_noise_and_the_full_precision_ceilin
     # A full-precision model no better than the quantised baseline leaves no room: inconclusive, never "no".
     ceiling = summarise(_rows(rot_gain=0.0, fp_fd=10.0))
     assert ceiling.parts["rotation at W1.58A2"] == "inconclusive"
+    # One seed: the t-interval and the 2-SE margin both collapse to a point, which must not read as a verdict.
+    single = summarise(_rows(rot_gain=0.3, fp_fd=2.0)[:1])
+    assert set(single.parts.values()) == {"inconclusive"} and single.verdict == "inconclusive"
 
 
 @pytest.mark.slow

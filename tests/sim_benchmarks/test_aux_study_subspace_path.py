@@ -56,10 +56,13 @@ def test_subspace_path_quick_run_writes_results(tmp_path, capsys):
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["method"] == "subspace_path" and data["synthetic"] is False
     for row in data["per_seed"]:
-        assert row["heads_kept"] == 50
+        assert row["heads_kept"] == 36
         for arm in ("dense", "subspace", "magnitude", "taylor", "random"):
             assert 0.0 <= row[f"recall_{arm}"] <= 100.0
-        assert sum(row["subspace_heads_per_layer"]) == 50 and min(row["subspace_heads_per_layer"]) >= 1
+        assert sum(row["subspace_heads_per_layer"]) == 36 and min(row["subspace_heads_per_layer"]) >= 1
     speed = data["checks"]["speed"]
     assert speed["sliced_vs_gated_max_abs"] < 1e-4 and speed["at_study_length"]["speed_up"] > 0
+    assert len(speed["at_study_length"]["per_repeat_speed_up"]) == 2
+    assert data["verdict"] in ("yes", "partly", "no", "inconclusive")
+    assert data["headroom"]["best"] == pytest.approx(sum(r["recall_dense"] for r in data["per_seed"]) / 2)
     assert "subspace_path:" in capsys.readouterr().out

@@ -38,18 +38,31 @@ from policies.aux.lm_geometry.curvature import (
 from policies.aux.lm_geometry.tiny_gpt import TinyGPT, TinyGPTConfig
 from sim_benchmarks.studies.aux.llr import encode
 from sim_benchmarks.studies.aux.pydoc_topics_text import pydoc_topics_text, text_chunks
-from sim_benchmarks.studies.aux.results import StudyResult, mean_ci, paired_diff_ci
+from sim_benchmarks.studies.aux.results import (
+    Headroom,
+    StudyResult,
+    combine,
+    judge,
+    mean_ci,
+    noise_margin,
+    paired_diff_ci,
+)
 
 METHOD = "curvature"
-CLAIM = ("Contextual curvature (mean turning angle of the last k token steps) tracks next-token entropy: pass if the "
-         "held-out peak-layer Spearman r of SmolLM2 >= 0.08 with CI excluding 0 and above the shifted-curvature null, "
-         "r grows with training in a tiny GPT (paired CI over seeds > 0), and trajectory-aligned perturbations move "
-         "entropy >= 3x misaligned ones")
+CLAIM = ("Contextual curvature (mean turning angle of the last k token steps) tracks next-token entropy, peaking in "
+         "the middle layers (r about 0.15); the link emerges with training; perturbing a hidden state along its "
+         "trajectory changes next-token entropy while misaligned perturbations have no effect")
 
 K = 8  # turning angles averaged into one curvature value (chosen before any run, same for both models)
 SKIP = 16  # first positions dropped: SmolLM2's first tokens are attention sinks with outsized hidden-state norms
 BLOCK = 64  # bootstrap / shift unit in positions, well above K so blocks are nearly independent
-R_MIN, RATIO_MIN = 0.08, 3.0
+PAPER_R = 0.15  # the paper's peak-layer correlation
+# Part A's margin: half the paper's peak r, the midpoint between "no link" (r = 0) and the paper's link. A CI above it
+# favours the paper's size of effect, one below it favours no link. (A margin from this experiment's own noise, such
+# as the shifted null's 97.5 % quantile, shrinks with the data as fast as the CI does, so a true r of 0 would stay
+# "inconclusive" at any sample size: the block-bootstrap CI is wider than the null's spread.)
+R_MARGIN = PAPER_R / 2
+FLOOR_GAP = 64  # the floor probe forgets one token at least this many positions back (far outside the k-window)
 SENS_KS = (1, 2, 4, 8, 16, 32)  # exploratory sweep over k, reported beside the pre-set K
 SENS_START = max(SENS_KS) + 1  # first position where every k in the sweep is defined
 
@@ -58,9 +71,9 @@ SENS_START = max(SENS_KS) + 1  # first position where every k in the sweep is de
 class CurvatureStudyConfig:
     """Sizes of one run; ``quick`` shrinks every part to a smoke run."""
 
-    n_chunks: int = 10
+    n_chunks: int = 20
     chunk_tokens: int = 512
-    n_probes: int = 48
+    n_probes: int = 64
     alpha: float = 0.5  # perturbation size as a fraction of the local step length ‖v_t‖
     boot_reps: int = 1000
     null_reps: int = 1000
@@ -73,7 +86,7 @@ class CurvatureStudyConfig:
 
     @classmethod
     def quick(cls) -> CurvatureStudyConfig:
-        return cls(n_chunks=2, chunk_tokens=96, n_probes=8, boot_reps=50, null_reps=50, tiny_steps=5,
+        return cls(n_chunks=2, chunk_tokens=112, n_probes=8, boot_reps=50, null_reps=50, tiny_steps=5,
                    tiny_batch=4, tiny_context=64, tiny_eval_seqs=4)
 
 
@@ -163,13 +176,17 @@ def smollm2_series(model, ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray, li
     return curv.numpy(), ent.numpy(), hidden
 
 
-def probe_mask(t: int, positions: torch.Tensor) -> torch.Tensor:
-    """Additive (1, 1, T + m, T + m) mask: the T originals are causal; probe copy i sees positions < p_i and itself."""
+def probe_mask(t: int, positions: torch.Tensor, dropped: torch.Tensor | None = None) -> torch.Tensor:
+    """Additive (1, 1, T + m, T + m) mask: the T originals are causal; probe copy i sees positions < p_i and itself,
+    except position ``dropped[i]`` where that is ≥ 0 (a forgotten context token)."""
     m = len(positions)
     allowed = torch.ones(t + m, t + m, dtype=torch.bool).tril()
     allowed[t:] = False
     allowed[t + torch.arange(m), t + torch.arange(m)] = True
     allowed[t:, :t] = torch.arange(t)[None, :] < positions[:, None]
+    if dropped is not None:
+        rows = torch.nonzero(dropped >= 0).flatten()
+        allowed[t + rows, dropped[rows]] = False
     mask = torch.zeros(t + m, t + m)
     mask[~allowed] = torch.finfo(torch.float32).min
     return mask[None, None]
@@ -178,16 +195,24 @@ def probe_mask(t: int, positions: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def perturbation_effect(model, ids: torch.Tensor, h_layer: torch.Tensor, layer: int, seed: int,
                         cfg: CurvatureStudyConfig) -> dict[str, float]:
-    """|ΔH| of aligned vs misaligned perturbations at ``layer`` (≥ 1: output of block ``layer``) for one chunk."""
+    """|ΔH| of aligned vs misaligned perturbations at ``layer`` (≥ 1: output of block ``layer``) for one chunk, and
+    the noise floor: |ΔH| when the unperturbed position forgets one context token ≥ ``FLOOR_GAP`` positions back
+    (two such tokens per position, matching the two signs of each perturbation)."""
     t = ids.shape[1]
     gen = torch.Generator().manual_seed(seed)
-    positions = (SKIP + torch.randperm(t - SKIP, generator=gen)[:cfg.n_probes]).sort().values
+    first = SKIP + FLOOR_GAP  # every probe has a token at least FLOOR_GAP back that is not an attention sink
+    positions = (first + torch.randperm(t - first, generator=gen)[:cfg.n_probes]).sort().values
     aligned, misaligned = perturbation_directions(h_layer, positions, gen)
     step = (h_layer[positions] - h_layer[positions - 1]).norm(dim=-1, keepdim=True)
     size = cfg.alpha * step
-    deltas = torch.cat([torch.zeros_like(aligned), size * aligned, -size * aligned, size * misaligned,
-                        -size * misaligned])
-    probes = positions.repeat(5)
+    zero = torch.zeros_like(aligned)
+    deltas = torch.cat([zero, size * aligned, -size * aligned, size * misaligned, -size * misaligned, zero, zero])
+    probes = positions.repeat(7)
+    m = len(positions)
+    # Forgotten tokens for the two floor blocks: uniform in [SKIP, p - FLOOR_GAP].
+    span = (positions - FLOOR_GAP - SKIP + 1).repeat(2)
+    forget = SKIP + (torch.rand(2 * m, generator=gen) * span).long()
+    dropped = torch.cat([torch.full((5 * m,), -1, dtype=torch.long), forget])
     ids_all = torch.cat([ids, ids[:, probes]], dim=1)
     pos_all = torch.cat([torch.arange(t), probes])[None]
 
@@ -198,14 +223,16 @@ def perturbation_effect(model, ids: torch.Tensor, h_layer: torch.Tensor, layer: 
 
     handle = model.model.layers[layer - 1].register_forward_hook(add_deltas)
     try:
-        out = model(ids_all, attention_mask=probe_mask(t, probes), position_ids=pos_all)
+        out = model(ids_all, attention_mask=probe_mask(t, probes, dropped), position_ids=pos_all)
     finally:
         handle.remove()
     ent = next_token_entropy(out.logits[0])
-    base, probe = ent[:t][positions], ent[t:].view(5, -1)
+    base, probe = ent[:t][positions], ent[t:].view(7, -1)
     d_al = (probe[1:3] - probe[0]).abs()
     d_mis = (probe[3:5] - probe[0]).abs()
+    d_floor = (probe[5:7] - probe[0]).abs()
     return {"dH_aligned": float(d_al.mean()), "dH_misaligned": float(d_mis.mean()),
+            "dH_floor": float(d_floor.mean()),
             "ratio": float(d_al.mean() / d_mis.mean().clamp_min(1e-12)),
             "probe_copy_max_abs_err": float((probe[0] - base).abs().max()),
             "mean_step_norm": float(step.mean())}
@@ -271,6 +298,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     model, tok = load_smollm2()
     chunks = chunk_ids(tok, cfg)
     sel, held = list(range(0, len(chunks), 2)), list(range(1, len(chunks), 2))
+    perturbed = {held[seed % len(held)] for seed in seeds}  # keep all layers' states only for these chunks
     curv, ent, held_hidden = [], [], {}
     sens_curv: dict[int, list[np.ndarray]] = {k: [] for k in SENS_KS}
     sens_ent = []
@@ -281,7 +309,7 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
         for k in SENS_KS:
             sens_curv[k].append(torch.stack([curvature(h, k) for h in hidden], dim=-1)[SENS_START:].numpy())
         sens_ent.append(e[SENS_START - SKIP:])
-        if i in held:  # only held-out chunks are perturbed later
+        if i in perturbed:  # only held-out chunks are perturbed later
             held_hidden[i] = hidden
     r_all, ci_all = block_bootstrap_r(curv, ent, cfg.boot_reps, rng)
     r_sel = _spearman_columns(np.concatenate([curv[i] for i in sel]), np.concatenate([ent[i] for i in sel]))
@@ -351,19 +379,41 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     for key in ("r_blocks_mean", "angle_blocks_mean", "heldout_loss"):
         checks[f"tiny_straight_minus_trained_{key}"] = paired_diff_ci(col[f"tiny_straight_{key}"],
                                                                       col[f"tiny_trained_{key}"])
-    ok_r = r_peak >= R_MIN and lo > 0 and r_peak > null_q975
-    ok_growth = len(seeds) >= 2 and growth[1] > 0  # one seed has no CI: the growth check cannot pass on it
-    ok_ratio = ratio[0] >= RATIO_MIN
-    checks["pass_peak_r"], checks["pass_growth"], checks["pass_ratio"] = ok_r, ok_growth, ok_ratio
-    passed = bool(ok_r and ok_growth and ok_ratio)
-    summary = (f"{'reproduced' if passed else 'not reproduced'}: SmolLM2 layer {peak} held-out r = {r_peak:.3f} "
-               f"[{lo:.3f}, {hi:.3f}] (null 97.5 % {null_q975:.3f}; {'met' if ok_r else 'missed'}); tiny GPT r "
-               f"trained − init {growth[0]:+.3f} [{growth[1]:+.3f}, {growth[2]:+.3f}] "
-               f"({'met' if ok_growth else 'missed'}); aligned/misaligned |ΔH| {ratio[0]:.2f}× "
-               f"[{ratio[1]:.2f}, {ratio[2]:.2f}] ({'met' if ok_ratio else 'missed'})")
+    # Part B's margin: the noise floor, |ΔH| when a position forgets one context token >= FLOOR_GAP back (an edit
+    # the local trajectory over the last K steps does not contain). "Changes entropy": aligned |ΔH| above it;
+    # "no effect": misaligned |ΔH| below it.
+    floor = float(col["perturb_dH_floor"].mean())
+    aligned, misaligned = checks["perturb_dH_aligned"], checks["perturb_dH_misaligned"]
+    checks["perturb_dH_floor"] = mean_ci(col["perturb_dH_floor"])
+    checks["perturb_aligned_minus_misaligned"] = paired_diff_ci(col["perturb_dH_aligned"],
+                                                                col["perturb_dH_misaligned"])
+    # Part C's margin: 2 standard errors over seeds of the untrained model's r (the experiment's noise).
+    growth_margin = noise_margin(col["tiny_init_r_blocks_mean"]) if len(seeds) > 1 else float("inf")
+    parts = {
+        "SmolLM2 peak-layer r above half the paper's 0.15": judge(lo, hi, R_MARGIN),
+        "aligned perturbations change entropy beyond the floor": judge(aligned[1], aligned[2], floor),
+        "misaligned perturbations stay within the floor": judge(misaligned[1], misaligned[2], floor,
+                                                                "equivalence"),
+        # One seed has no CI over seeds: growth cannot be judged on it.
+        "r grows with training (tiny GPT)": (judge(growth[1], growth[2], growth_margin) if len(seeds) > 1
+                                             else "inconclusive"),
+    }
+    checks["parts"] = parts
+    checks["margins"] = {"peak_r": R_MARGIN, "perturbation_floor_nats": floor, "growth_r": growth_margin}
+    checks["paper_r_excluded"] = bool(hi < PAPER_R)
+    verdict = combine(parts)
+    summary = (f"SmolLM2 layer {peak} held-out r = {r_peak:.3f} [{lo:.3f}, {hi:.3f}] (margin {R_MARGIN}; null 97.5 % "
+               f"{null_q975:.3f}); |ΔH| aligned {aligned[0]:.3f} [{aligned[1]:.3f}, {aligned[2]:.3f}], misaligned "
+               f"{misaligned[0]:.3f} [{misaligned[1]:.3f}, {misaligned[2]:.3f}] vs floor {floor:.3f} nats; tiny GPT r "
+               f"trained − init {growth[0]:+.3f} [{growth[1]:+.3f}, {growth[2]:+.3f}] (margin {growth_margin:.3f})")
+    headroom = Headroom(best=1.0, baseline=float(null.mean()),
+                        what="a perfect rank correlation (1) against the shifted-curvature null's mean r")
     return StudyResult(method=METHOD, claim=CLAIM,
                        metric="SmolLM2 Spearman r(curvature, next-token entropy) at the peak layer, held-out chunks",
-                       value=r_peak, ci95=(lo, hi), passed=passed, summary=summary, synthetic=False,
+                       value=r_peak, ci95=(lo, hi), passed=None, summary=summary, synthetic=False, verdict=verdict,
+                       parts=parts, margin=R_MARGIN,
+                       margin_why="half the paper's peak-layer r of 0.15: the midpoint between no link and the "
+                                  "paper's link", headroom=headroom,
                        data=(f"SmolLM2-135M-Instruct on {len(chunks)} chunks x {cfg.chunk_tokens} tokens of Python "
                              f"reference prose (pydoc_data.topics), peak layer chosen on {len(sel)} chunks, r on "
                              f"{len(held)}; char-level tiny GPT trained on the first 90 % of the same prose, "

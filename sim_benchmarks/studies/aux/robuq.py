@@ -329,6 +329,8 @@ def summarise(per_seed: list[dict]) -> StudyResult:
         margin = noise_margin(null)
         room = Headroom(best=float(np.mean(best)), baseline=0.0, what=f"full precision (FP FD vs {base})")
         word = ceiling_guard(judge(lo, hi, margin), room, margin)
+        if len(per_seed) < 2:  # one seed has no spread over seeds: its CI and margin collapse to a point
+            word = "inconclusive"
         parts[part] = word
         detail[part] = {"baseline": base, "method": method, "relative_fd_reduction": m, "ci95": [lo, hi],
                         "ci_half_width": (hi - lo) / 2, "margin": margin, "redraw_null_per_seed": null,
