@@ -359,16 +359,18 @@ def render_section(result: dict[str, Any]) -> str:
     """The results-page section (markdown) for one study run."""
     s, labels = result["summary"], {e.key: e.label for e in ENTRIES}
     args = result["args"]
+    suites = str(args.get("suites", "minatar,atari")).split(",")
+    timed = [f"{args[f'{k}_steps']:,} {name} Breakout steps after {args[f'{k}_warmup']:,}"
+             for k, name in (("minatar", "MinAtar"), ("atari", "Atari")) if k in suites]
     out = [SECTION, "",
            f"Run {result['finished_utc']} on {result['machine']}. **The machine was loaded** (load average "
            f"{result['loadavg_start'][0]:.1f} at the start, {result['loadavg_end'][0]:.1f} at the end, on "
            f"{result['cpus']} cores shared with other jobs), so absolute steps/s here are low and noisy; the "
            "**ratios** — taken within a round, where both sides saw the same load — are the comparable figure. "
            f"{args['rounds']} interleaved rounds (order rotated each round), one thread per process, ε held at "
-           f"0.01, seed {args['seed']}; each round times {args['minatar_steps']:,} MinAtar Breakout steps after "
-           f"{args['minatar_warmup']:,} warm-up steps and {args['atari_steps']:,} Atari Breakout steps after "
-           f"{args['atari_warmup']:,}. A step is act + env step (with the implementation's own preprocessing) "
-           "+ update.", "", "```bash", result["command"], "```", "",
+           f"0.01, seed {args['seed']}; each round times {' and '.join(timed)} warm-up steps. A step is act + "
+           "env step (with the implementation's own preprocessing) + update.", "", "```bash", result["command"],
+           "```", "",
            "| implementation | suite | trained parameters | median steps/s | range over rounds | per round | "
            "cores busy | threads that ran |",
            "| --- | --- | ---: | ---: | --- | --- | ---: | ---: |"]
