@@ -37,6 +37,12 @@ class ObservationPipe:
         self.outputs = None
         return self.tensor
 
+    def adopt(self, obs: np.ndarray, tensor: torch.Tensor, outputs: Any) -> None:
+        """Make ``tensor`` (``obs`` normalised by a compiled step through ``obs_norm.stats.next_sample``) and its
+        network ``outputs`` the latest observation, as :meth:`push` would have."""
+        self._raw, self.tensor, self.outputs = obs, tensor, outputs
+        self.obs_norm.mark_updated()
+
     def get(self, obs: np.ndarray) -> tuple[torch.Tensor, bool]:
         """The normalised tensor for ``obs`` and whether it was already cached."""
         if obs is self._raw and self.tensor is not None:

@@ -24,6 +24,7 @@ from policies.streaming.networks import (
     fused_forward,
     param_views,
 )
+from policies.streaming.numba_step import FusedQStep
 from policies.streaming.obgd import AdaptiveObGD, ObGD
 
 
@@ -53,6 +54,13 @@ class StreamQConfig(Options):
     # network preset (policies.streaming.networks.PRESETS): "" = the suite's default, "stream_x" = the Stream-x
     # reference network, "nature" = the DQN encoder on Atari
     network: str = option("", "network preset ('' = the suite's default; stream_x, nature)")
+    # backend=numba on MinAtar: normaliser, forward, TD error, reverse pass, trace and ObGD step as one compiled
+    # call (policies.streaming.numba_step); false = the layer-by-layer kernels (BLAS GEMMs) that runs made
+    # before it existed, whose checkpoints therefore resume with false (bit-identical continuations)
+    fused_step: bool = option(True, "backend=numba on MinAtar: the whole Q(λ) step as one compiled call")
+
+    # the value a checkpoint written before a field existed ran with, where that differs from today's default
+    LEGACY_VALUES: ClassVar[dict[str, Any]] = {"fused_step": False}
 
 
 class StreamQ:
@@ -74,6 +82,15 @@ class StreamQ:
         self._pair = np.zeros((2, *self.obs_shape), np.float32)  # the compiled forward's [s, s'] batch
         opt_cls = AdaptiveObGD if cfg.adaptive else ObGD
         self.opt = opt_cls(self.flat, lr=cfg.lr, gamma=cfg.gamma, lam=cfg.lam, kappa=cfg.kappa)
+        self.fused: FusedQStep | None = None
+        if cfg.backend == "numba" and suite == "minatar" and cfg.fused_step and not cfg.adaptive:
+            self.fused = FusedQStep(self.q, self.obs_shape, self.flat.numpy(), self.opt.trace.numpy())
+            # normalised observations are written into a ring of preallocated tensors (no allocation per step);
+            # long enough that no slot is reused while the pipe or an SPR window of K + 1 still holds it
+            size = getattr(cfg, "k", 0) + 3
+            self._ring_np = np.zeros((size, int(np.prod(self.obs_shape))), np.float32)
+            self._ring = [torch.from_numpy(row).view(self.obs_shape) for row in self._ring_np]
+            self._ring_i = 0
         self._rl_scale = 0.0
         self.pipe = ObservationPipe(self.obs_shape, cfg.gamma)
         self.steps = 0
@@ -89,7 +106,9 @@ class StreamQ:
         """Q(s, ·): a tensor on the torch path, a numpy array from the compiled network (no tensor wrapping on
         the per-step path)."""
         if self.pipe.outputs is None:
-            if self.fast is not None:
+            if self.fused is not None:
+                self.pipe.outputs = self.fused.forward(s.numpy())
+            elif self.fast is not None:
                 self.pipe.outputs = self.fast.forward(s.numpy()[None])[0]
             else:
                 self.pipe.outputs = fused_forward(self.q, s.unsqueeze(0))[0]
@@ -131,6 +150,44 @@ class StreamQ:
         self._rl_scale = self.opt.step(delta)
         return delta, q_next
 
+    def _learn(self, s: torch.Tensor, action: int, r_scaled: float, next_obs: np.ndarray, terminated: bool,
+               reset: bool) -> tuple[float, torch.Tensor]:
+        """Normalise ``next_obs`` (the pipe's new observation), take the Q(λ) step from ``s``, then zero the
+        traces if ``reset``; returns (δ, the normalised s'). The pipe keeps Q(s', ·) from the step's forward
+        (weights before the update) for the next greedy action."""
+        if self.fused is None:
+            s_next = self.pipe.push(next_obs)
+            delta, q_next = self._td_update(s, action, r_scaled, s_next, terminated)
+            self.pipe.outputs = q_next
+            if reset:
+                self.opt.reset_traces()
+            return delta, s_next
+        cfg, opt = self.config, self.opt
+        raw = np.ascontiguousarray(next_obs).reshape(-1)
+        if raw.dtype == np.bool_:
+            raw = raw.view(np.uint8)  # the same 0/1 values, without a conversion pass
+        last = self._ring_i
+        s_flat = self._ring_np[last] if s is self._ring[last] else s.numpy().reshape(-1)
+        self._ring_i = nxt = (last + 1) % len(self._ring)
+        s_next = self._ring[nxt]
+        count, mean, m2 = self.pipe.obs_norm.stats.next_sample()
+        delta, self._rl_scale, opt.trace_l1 = self.fused.step(
+            s_flat, raw, self._ring_np[nxt], count, mean, m2, self.pipe.obs_norm.eps,
+            action, r_scaled, terminated, reset, cfg.gamma, opt._decay, opt.lr, opt.kappa)
+        self.pipe.adopt(next_obs, s_next, self.fused.out[1].copy())
+        return delta, s_next
+
+    def flush(self) -> None:
+        """Bring ``flat`` and the trace up to date: the fused step defers the hidden weight's update to the next
+        forward (see ``numba_step``); anything reading or replacing them from outside calls this first."""
+        if self.fused is not None:
+            self.fused.flush()
+
+    def cut_traces(self) -> None:
+        """Zero the traces (after any deferred update that still needs them)."""
+        self.flush()
+        self.opt.reset_traces()
+
     def observe(self, obs: np.ndarray, action: int, reward: float, next_obs: np.ndarray, terminated: bool,
                 truncated: bool) -> dict[str, Any]:
         """Learn from one transition (s, a, r, s'); ``obs``/``action`` must be the last ``act`` call's."""
@@ -138,20 +195,19 @@ class StreamQ:
         greedy = self._greedy if action == self._last_action else False
         done = terminated or truncated
         r_scaled = self.pipe.reward_scaler(reward, done)
-        s_next = self.pipe.push(next_obs)
-        delta, q_next = self._td_update(s, int(action), r_scaled, s_next, terminated)
-        self.pipe.outputs = q_next  # greedy action at s' from this forward pass (weights before the update)
-        if done or not greedy:
-            self.opt.reset_traces()
+        delta, _ = self._learn(s, int(action), r_scaled, next_obs, terminated, reset=done or not greedy)
         self.steps += 1
         return {"delta": delta}
 
     # -- checkpointing ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        self.flush()
         return {"net": self.q.state_dict(), "opt": self.opt.state_dict(), "pipe": self.pipe.state_dict(),
                 "rng": self.rng.bit_generator.state, "steps": self.steps, "config": asdict(self.config)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.fused is not None:
+            self.fused.discard_pending()
         self.q.load_state_dict(state["net"])
         self.opt.load_state_dict(state["opt"])
         self.pipe.load_state_dict(state["pipe"])

@@ -116,9 +116,8 @@ class StreamSPR(StreamQ):
         done = terminated or truncated
         s, _ = self.pipe.get(obs)
         r_scaled = self.pipe.reward_scaler(reward, done)
-        s_next = self.pipe.push(next_obs)
-        delta, q_next = self._td_update(s, int(action), r_scaled, s_next, terminated)
-        self.pipe.outputs = q_next
+        # traces are cut at the end: the SPR step projects against this step's RL update, δ·step·z
+        delta, s_next = self._learn(s, int(action), r_scaled, next_obs, terminated, reset=False)
         # The window pairs o_i with the action taken at o_i: append a_t before o_{t+1}.
         self._win_act.append(int(action))
         self._win_obs.append(s_next)
@@ -127,7 +126,7 @@ class StreamSPR(StreamQ):
             stats["spr_loss"] = self._spr_update()
         self._ema_update()
         if done or not greedy:
-            self.opt.reset_traces()
+            self.cut_traces()
         if done:
             self._win_obs.clear()
             self._win_act.clear()

@@ -35,6 +35,12 @@ class RunningMeanStd:
         welford_normalize_(x_np, self.count, self._mean_np, self._m2_np, eps, out.numpy().reshape(-1))
         return out
 
+    def next_sample(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """Count one more sample and return (count, mean, M2) as flat numpy views, for a compiled caller that
+        applies ``welford_normalize_`` itself (as :meth:`update_and_normalize` does)."""
+        self.count += 1
+        return self.count, self._mean_np, self._m2_np
+
     @property
     def var(self) -> torch.Tensor:
         if self.count < 2:
@@ -71,6 +77,11 @@ class ObservationNormalizer:
         out = self.stats.update_and_normalize(obs, self.eps)
         self._stale = True
         return out
+
+    def mark_updated(self) -> None:
+        """The statistics changed outside :meth:`__call__` (``stats.next_sample``): refresh before the next
+        non-updating call."""
+        self._stale = True
 
     def _refresh(self) -> None:
         self._mean32 = self.stats.mean.float()

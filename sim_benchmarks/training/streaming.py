@@ -122,6 +122,15 @@ def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str) -
     plt.close(fig)
 
 
+def legacy_config(config: Any, state: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+    """``config`` for resuming ``state``: a field the checkpoint predates and ``options`` do not set takes the
+    value runs had before it existed (the config class's ``LEGACY_VALUES``), so the run continues as it began."""
+    saved_cfg = state.get("identity", {}).get("config", {}) if isinstance(state, Mapping) else {}
+    legacy = {name: value for name, value in getattr(config, "LEGACY_VALUES", {}).items()
+              if name not in saved_cfg and name not in options}
+    return dataclasses.replace(config, **legacy) if legacy else config
+
+
 def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bool = False,
           options: Mapping[str, Any] | None = None, on_progress: Callable[[int], None] | None = None) -> dict:
     """Train ``agent`` on arcade env ``env`` for ``steps`` env steps; the TrainerSpec entry point."""
@@ -134,26 +143,31 @@ def train(env: str, agent: str, steps: int, seed: int, out_dir: Path, resume: bo
     env_opts = env_options(options)
     every = run_options(options).checkpoint_every
     config = build_config(agent, suite, steps, options)
-    env_obj = make_arcade_env(env, env_opts)
-    learner = make_learner(env, agent, env_obj, config, seed)
-    loop = StreamingLoop(env_obj, learner, seed)
     out_dir = Path(out_dir)
     ckpt_path = out_dir / CHECKPOINT
-    identity = {"env": env, "agent": agent, "seed": int(seed), "config": dataclasses.asdict(config),
-                "env_options": env_opts}
+    state = None
     if resume and ckpt_path.exists():
         try:
             state = torch.load(ckpt_path, weights_only=False)
         except Exception as exc:  # a truncated or foreign file
             raise ConfigError(f"cannot read checkpoint {str(ckpt_path)!r}: {type(exc).__name__}") from exc
+        config = legacy_config(config, state, options)
+    env_obj = make_arcade_env(env, env_opts)
+    learner = make_learner(env, agent, env_obj, config, seed)
+    loop = StreamingLoop(env_obj, learner, seed)
+    identity = {"env": env, "agent": agent, "seed": int(seed), "config": dataclasses.asdict(config),
+                "env_options": env_opts}
+    if state is not None:
         saved = dict(state.get("identity", {}))
         saved_cfg = saved.setdefault("config", {})
         saved_cfg.pop("total_steps", None)
         current = {**identity, "config": {k: v for k, v in identity["config"].items() if k != "total_steps"}}
-        for field in dataclasses.fields(config):  # a config field added after the checkpoint, left at its default
+        before = getattr(config, "LEGACY_VALUES", {})
+        for field in dataclasses.fields(config):  # a config field added after the checkpoint, at its old value
+            implied = before.get(field.name, field.default)
             if field.name in current["config"] and field.name not in saved_cfg and \
-                    current["config"][field.name] == field.default:
-                saved_cfg[field.name] = field.default
+                    current["config"][field.name] == implied:
+                saved_cfg[field.name] = implied
         if saved != current:
             raise ConfigError(f"checkpoint {str(ckpt_path)!r} is from another run ({saved.get('env')}, "
                               f"{saved.get('agent')}, seed {saved.get('seed')}); use another --out")

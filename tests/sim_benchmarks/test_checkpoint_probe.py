@@ -1,5 +1,6 @@
 """Probing a streaming run at a saved checkpoint gives what the trainer reports for a run that ended there."""
 
+import json
 import shutil
 
 from sim_benchmarks.studies.streaming import checkpoint_probe as cp
@@ -19,6 +20,12 @@ def test_probe_of_a_checkpoint_equals_the_summary_of_a_run_that_stopped_there(tm
     assert row["return_last100"] == short["return_last100"] and row["episodes"] == short["episodes"]
     shutil.copy(tmp_path / "long" / "checkpoint.pt", tmp_path / "long" / f"checkpoint_{step}.pt")
     assert cp.probe(tmp_path / "long", at_step=step - 1)["checkpoint"] == f"checkpoint_{step}.pt"
+    # at the run's last step (mid-episode, never a checkpoint) the probe reports the trainer's own measurement
+    end = cp.probe(tmp_path / "long", at_step=400)
+    summary = json.loads((tmp_path / "long" / "summary.json").read_text())
+    assert end["checkpoint"] == "summary.json" and end["step"] == 400
+    assert end["representation"] == summary["representation"] and end["return_last100"] == summary["return_last100"]
+    assert end["episodes"] == summary["episodes"] and end["return_last100_episode_ci95"] is not None
 
 
 def test_missing_checkpoints_exit_2_with_one_line(tmp_path, capsys):

@@ -153,7 +153,7 @@ def test_step_clock_times_exactly_the_steps_after_warmup(monkeypatch):
 
 def test_phase_clock_counts_nested_phases_once(monkeypatch):
     now = iter([0.0, 1.0, 3.0, 6.0, 10.0])
-    monkeypatch.setattr(rs.time, "perf_counter", lambda: next(now))
+    monkeypatch.setattr(rs, "cpu_clock", lambda: next(now))
     clock = rs.PhaseClock()
     inner = clock.wrap("forward", lambda: None)
 
@@ -172,6 +172,15 @@ def test_breakdown_splits_a_real_step_into_the_phases():
     assert out["parameters"] == 132_179  # the Stream-x MinAtar network on Breakout's 3 actions
     assert all(out[k] > 0 for k in ("env", "preprocessing", "forward", "backward", "traces + ObGD"))
     assert out["SPR heads"] == 0.0
+    assert math.isclose(sum(out[k] for k in rs.PHASES), out["total"], rel_tol=1e-9)
+
+
+@pytest.mark.slow
+def test_breakdown_of_the_fused_numba_step_counts_it_as_one_phase():
+    entry = next(e for e in rs.ENTRIES if e.key == "q_minatar_numba")
+    out = rs.breakdown(entry, steps=30, warmup=5)
+    assert out["fused Q step"] > 0 and out["env"] > 0
+    assert out["backward"] == out["traces + ObGD"] == out["SPR heads"] == 0.0  # all inside the one call
     assert math.isclose(sum(out[k] for k in rs.PHASES), out["total"], rel_tol=1e-9)
 
 

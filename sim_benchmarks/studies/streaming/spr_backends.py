@@ -57,6 +57,7 @@ def _learner(env_name: str, env: Any, variant: str, options: dict[str, Any], see
 
 
 def _blocks(learner: Any) -> dict[str, torch.Tensor]:
+    learner.flush()  # the fused MinAtar step defers part of its update to the next forward
     return {"q_network": learner.flat, "transition": learner.head_flats[0], "projection": learner.head_flats[1],
             "predictor": learner.head_flats[2], "target_encoder": learner.target_enc_flat,
             "target_projection": learner.target_proj_flat}
