@@ -70,11 +70,20 @@ def test_a_bad_memory_source_exits_2_with_one_line_before_anything_is_written(tm
     assert len(lines) == 1 and "oracle" in lines[0] and "depth" in lines[0] and not out.exists()
 
 
-def test_the_generic_head_takes_its_memory_from_depth_only_when_asked_and_only_with_an_object_memory():
+def test_the_generic_head_takes_its_memory_from_depth_only_when_asked_and_only_with_an_object_memory(tmp_path):
+    import numpy as np
+
     from envs.errors import ConfigError
+    from policies.vla.checkpoint import HeadBundle, save_checkpoint
+    from policies.vla.checkpoint_files import freeze
+    from policies.vla.model import FiLMActionHead, HeadConfig, VisionSpec
     from policies.vla.perceived_memory import PerceivedMemory
     from sim_benchmarks.specs import PolicyContext
     from sim_benchmarks.suites.personalized_vlabench import VLA_CHECKPOINT
+
+    cfg = HeadConfig(vision=VisionSpec(input_size=96), state_dim=6, width=32, keypoints=8, hidden=64)  # no memory
+    save_checkpoint(HeadBundle(cfg, freeze(FiLMActionHead(cfg)), np.zeros(7, np.float32), np.ones(7, np.float32),
+                               np.zeros(6, np.float32), np.ones(6, np.float32)), tmp_path / "plain")
 
     registry.load_all()
     env = registry.suites()["personalized_vlabench"].make_env("select_my_in_box", {"cameras": "front"})
@@ -88,6 +97,6 @@ def test_the_generic_head_takes_its_memory_from_depth_only_when_asked_and_only_w
         placed = build(vla_memory="depth").base.memory_refiner
         assert isinstance(placed, PerceivedMemory) and placed.source == "depth"
         with pytest.raises(ConfigError, match="needs an object-memory head"):
-            build(vla_memory="perceived", vla_checkpoint="checkpoints/generic_vla")
+            build(vla_memory="perceived", vla_checkpoint=str(tmp_path / "plain"))
     finally:
         env.close()
