@@ -99,7 +99,9 @@ class ModularVLABenchBase(VLABenchExpert):
         return next((w for w in words[max(0, at - 2):at] if w in self.colours), None)
 
     # -- perception ---------------------------------------------------------------------------------------------
-    def _perceive(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+    def perceive(self, obs: Mapping[str, Any], choose: bool = True) -> dict[str, Any]:
+        """The first step's scene: table height, the fixture (box or plate) and the objects standing on the table,
+        fused from the three views; with ``choose`` also the instruction's target (else ``target`` is None)."""
         sensors = self.cameras_fn()
         pts = {v: world_points(sensors["depth"][v], sensors["pose"][v]) for v in VIEWS}
         table_z = table_height(pts["front"])
@@ -107,8 +109,10 @@ class ModularVLABenchBase(VLABenchExpert):
         fixtures = [o for o in objects if o.size >= FIXTURE_SIZE]
         fixture = fixtures[0] if fixtures else None
         items = [o for o in objects if o is not fixture]
+        if not choose:
+            return {"table_z": table_z, "target": None, "fixture": fixture, "objects": items}
         seed_xy = self._target_seed(obs, sensors, table_z)
-        target = self._target(items, seed_xy) if seed_xy is not None else None
+        target = self.object_near(items, seed_xy) if seed_xy is not None else None
         if target is None and items:  # nothing read from the image: the footprint nearest the table's centre
             target, self.choice = min(items, key=lambda o: float(np.linalg.norm(o.centre))), "fallback"
         return {"table_z": table_z, "target": target, "fixture": fixture, "objects": items}
@@ -133,7 +137,8 @@ class ModularVLABenchBase(VLABenchExpert):
         pts = pts[pts[:, 2] > table_z + GridConfig.min_height]
         return np.median(pts[:, :2], axis=0) if len(pts) else None
 
-    def _target(self, items: list[TabletopObject], xy: np.ndarray) -> TabletopObject | None:
+    def object_near(self, items: list[TabletopObject], xy: np.ndarray) -> TabletopObject | None:
+        """The footprint nearest the world ``xy``, narrowed around it when it merged with a neighbour."""
         obj = nearest_object(items, xy)
         if obj is not None and obj.size > OBJECT_SIZE:  # merged with a neighbour: keep the cells around the choice
             near = obj.cells[np.linalg.norm(obj.cells - xy, axis=1) <= NARROW_RADIUS]
@@ -141,11 +146,15 @@ class ModularVLABenchBase(VLABenchExpert):
                 obj = footprint(near, obj.height)
         return obj
 
+    def centre(self, obj: TabletopObject) -> np.ndarray:
+        """Where to grasp ``obj`` (world xy): its footprint's box centre, a mug's round body without the handle."""
+        return round_body_centre(obj) if self.category in ROUND_BODIES else obj.centre
+
     # -- the phase machine's state --------------------------------------------------------------------------
     def state(self, obs: Any) -> dict[str, Any]:
         """The expert's state dict, built from the first step's perception and the hand's pose."""
         if self.scene is None:
-            self.scene = self._perceive(obs)
+            self.scene = self.perceive(obs)
         sc = self.scene
         t: TabletopObject | None = sc["target"]
         tcp = np.asarray(obs["ee_pose"], float)[:3]
@@ -153,7 +162,7 @@ class ModularVLABenchBase(VLABenchExpert):
             xyz, height, yaw = tcp.copy(), 0.0, 0.0
             xyz[2] = sc["table_z"]
         else:
-            centre = round_body_centre(t) if self.category in ROUND_BODIES else t.centre
+            centre = self.centre(t)
             xyz, height = np.array([centre[0], centre[1], sc["table_z"]]), t.height
             # The fingers close across the main axis: across a box's narrower faces, clear of a mug's handle. A
             # square footprint has no main axis: a box closes across the faces of its smallest enclosing rectangle

@@ -71,6 +71,7 @@ class GenericVLA:
         text_encoder: Any = None,
         attributes: bool = True,
         localiser: bool = True,
+        memory_refiner: Any = None,
     ) -> None:
         if execution not in EXECUTION_MODES:
             raise choice_error("execution mode", execution, EXECUTION_MODES)
@@ -98,6 +99,9 @@ class GenericVLA:
         # Diagnostics only (sim_benchmarks/studies/vlabench/vlabench_base_probe.py): M×2 table positions (metres,
         # robot base frame) that replace the remembered ones after the first frame, NaN rows keeping the head's own.
         self.memory_override: np.ndarray | None = None
+        # Object-memory heads: places what the head remembered with depth (policies/vla/perceived_memory.py:
+        # ``reset(instruction, info)``, ``place(obs, own M×2) -> M×2``, NaN rows keep the head's own); None = own.
+        self.memory_refiner = memory_refiner
         self._mean = torch.as_tensor(bundle.action_mean, dtype=torch.float32)
         self._std = torch.as_tensor(bundle.action_std, dtype=torch.float32)
 
@@ -118,6 +122,8 @@ class GenericVLA:
         if self.cfg.words:
             self._words = torch.as_tensor(encode_words(self.text_encoder, [self.instruction], self.cfg.words))
         self._memory = None
+        if self.memory_refiner is not None:
+            self.memory_refiner.reset(self.instruction, info)
         self.ensembler.reset()
         self.queue.reset()
 
@@ -145,6 +151,9 @@ class GenericVLA:
                       else None)
             self._memory = self.bundle.head.remember(feats, self._text, self._words, prior=prior,
                                                      prior_window=window, refine=refine)
+            if self.memory_refiner is not None:
+                given = torch.as_tensor(self.memory_refiner.place(obs, self._memory[0, :, :2].numpy().copy()))
+                self._memory[0, :, :2] = torch.where(torch.isnan(given), self._memory[0, :, :2], given)
             if self.memory_override is not None:
                 given = torch.as_tensor(np.asarray(self.memory_override, np.float32))
                 keep = torch.isnan(given)

@@ -103,7 +103,42 @@ def _absolute(builder: Any) -> Any:
     return build
 
 
-SPECS.append(PolicyExtension("generic", SUITE, _absolute(vla_policies._generic)))
+# Where the generic head's object memory comes from (policies/vla/perceived_memory.py): its own first-frame estimate
+# (default), or placed by the modular base's fused three-view depth ("depth": the head chooses the object, depth
+# places it; "perceived": the modular base's choice). Bases built for VAP or a prompt baseline read it too.
+MEMORY_OPTION = "vla_memory"
+
+
+def _memory_refiner(ctx: PolicyContext) -> Any:
+    from policies.vla.perceived_memory import PerceivedMemory, check_memory_source
+
+    source = check_memory_source(str(ctx.options.get(MEMORY_OPTION, "own")))
+    return None if source == "own" else PerceivedMemory(_modular(ctx), source)
+
+
+def _with_memory(build: Any) -> Any:
+    """A factory of a policy built on the generic head whose head takes its memory as ``vla_memory`` says."""
+
+    def make(ctx: PolicyContext) -> Any:
+        refiner = _memory_refiner(ctx)  # checked first: a bad value fails before the checkpoint loads
+        policy = build(ctx)
+        if refiner is not None:
+            vla = policy
+            while not hasattr(vla, "memory_refiner"):  # under the prompt-baseline or grasp-retry wrapper
+                vla = vla.base
+            if not vla.cfg.memory:
+                raise ConfigError(f"{MEMORY_OPTION}={ctx.options[MEMORY_OPTION]} needs an object-memory head; "
+                                  f"{ctx.options.get('vla_checkpoint')} has none (valid for it: own)")
+            vla.memory_refiner = refiner
+        return policy
+
+    return make
+
+
+_generic = _with_memory(vla_policies._generic)
+
+
+SPECS.append(PolicyExtension("generic", SUITE, _absolute(_generic), options=(MEMORY_OPTION,)))
 
 # The learned-prompt baselines' base: the generic VLA (default) or the modular base (``modular``, below), which reads
 # the hard prompt's colour word as it reads VAP's. The soft prompt replaces the encoded instruction by a vector, which
@@ -124,14 +159,14 @@ def _hard_prompt(ctx: PolicyContext) -> Any:
         from policies.vla.prompt_baselines import HardPrompt
 
         return HardPrompt(_modular(ctx))
-    return _absolute(vla_policies._hard_prompt)(ctx)
+    return _absolute(_with_memory(vla_policies._hard_prompt))(ctx)
 
 
 def _soft_prompt(ctx: PolicyContext) -> Any:
     if _prompt_base(ctx) == "modular":
         raise ConfigError("soft_prompt conditions a learned head on an instruction-embedding vector; the modular base "
                           f"reads words and cannot take one (valid {PROMPT_BASE_OPTION} for soft_prompt: generic)")
-    return _absolute(vla_policies._soft_prompt)(ctx)
+    return _absolute(_with_memory(vla_policies._soft_prompt))(ctx)
 
 
 SPECS.append(PolicyExtension("hard_prompt", SUITE, _hard_prompt, options=(PROMPT_BASE_OPTION,)))

@@ -57,3 +57,46 @@ def test_generic_policies_default_to_the_suite_trained_checkpoint_and_the_run_co
     simpler = EvalConfig(env="personalized_simpler", policies=["generic"])
     validate(simpler)
     assert "vla_checkpoint" not in simpler.policy_options
+
+
+def test_a_bad_memory_source_exits_2_with_one_line_before_anything_is_written(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "launch.eval", "--env", "personalized_vlabench/select_my_pick",
+                           "--policy", "generic", "--episodes", "1", "--workers", "1",
+                           "--policy-option", "vla_memory=oracle", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "pybullet build" not in ln]
+    assert len(lines) == 1 and "oracle" in lines[0] and "depth" in lines[0] and not out.exists()
+
+
+def test_the_generic_head_takes_its_memory_from_depth_only_when_asked_and_only_with_an_object_memory(tmp_path):
+    import numpy as np
+
+    from envs.errors import ConfigError
+    from policies.vla.checkpoint import HeadBundle, save_checkpoint
+    from policies.vla.checkpoint_files import freeze
+    from policies.vla.model import FiLMActionHead, HeadConfig, VisionSpec
+    from policies.vla.perceived_memory import PerceivedMemory
+    from sim_benchmarks.specs import PolicyContext
+    from sim_benchmarks.suites.personalized_vlabench import VLA_CHECKPOINT
+
+    cfg = HeadConfig(vision=VisionSpec(input_size=96), state_dim=6, width=32, keypoints=8, hidden=64)  # no memory
+    save_checkpoint(HeadBundle(cfg, freeze(FiLMActionHead(cfg)), np.zeros(7, np.float32), np.ones(7, np.float32),
+                               np.zeros(6, np.float32), np.ones(6, np.float32)), tmp_path / "plain")
+
+    registry.load_all()
+    env = registry.suites()["personalized_vlabench"].make_env("select_my_in_box", {"cameras": "front"})
+    spec = registry.policies()["generic"]
+    try:
+        def build(**options):
+            return spec.factory(PolicyContext("personalized_vlabench", "select_my_in_box", "generic", 0, env,
+                                              {"vla_checkpoint": str(VLA_CHECKPOINT), **options}))
+
+        assert build().base.memory_refiner is None  # the default: the head's own estimate
+        placed = build(vla_memory="depth").base.memory_refiner
+        assert isinstance(placed, PerceivedMemory) and placed.source == "depth"
+        with pytest.raises(ConfigError, match="needs an object-memory head"):
+            build(vla_memory="perceived", vla_checkpoint=str(tmp_path / "plain"))
+    finally:
+        env.close()

@@ -34,7 +34,9 @@ def test_bad_input_is_a_config_error_before_any_work(tmp_path):
         run(["--episodes", "0", "--out", str(tmp_path / "x")])
     with pytest.raises(ConfigError, match="nope"):
         run(["--tasks", "nope", "--out", str(tmp_path / "y")])
-    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    with pytest.raises(ConfigError, match="vla_memory 'oracle'.*own, depth, perceived"):
+        run(["--memory-source", "oracle", "--out", str(tmp_path / "z")])
+    assert not any((tmp_path / d).exists() for d in "xyz")
 
 
 def test_true_memory_holds_the_target_and_the_box_start_in_the_base_frame():

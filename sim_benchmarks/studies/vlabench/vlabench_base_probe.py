@@ -17,11 +17,14 @@ the scripted expert drives each episode while, at every visited state, the probe
   the head's first predicted step commands the same (exactly at the frame, and within one frame either side).
 - **Memory error.** The remembered target position's distance from the true start position.
 
-``--true-memory`` gives the head the true start positions of the target and the box or plate in place of what it
-localised (in the expert-driven frames above): separates "cannot localise" from "cannot decide" at the gripper
-switches. ``--closed-loop N`` adds a paired closed-loop check on N generic-track episodes per task (the same env
-seeds): the head with its own memory against the head given the true start positions of the target and the box or
-plate (the question "does the head act on the positions it remembers?"). Writes ``probe.json`` and ``probe.md``.
+``--memory-source depth|perceived`` places the head's memory with the fused three-view depth of the modular base
+(policies/vla/perceived_memory.py; the suite's ``vla_memory`` policy option) in every probed and closed-loop
+episode: the memory error and the "own" closed-loop column then measure that memory. ``--true-memory`` gives the
+head the true start positions of the target and the box or plate in place of what it localised (in the expert-driven
+frames above): separates "cannot localise" from "cannot decide" at the gripper switches. ``--closed-loop N`` adds a
+paired closed-loop check on N generic-track episodes per task (the same env seeds): the head with its own memory
+against the head given the true start positions of the target and the box or plate (the question "does the head act
+on the positions it remembers?"). Writes ``probe.json`` and ``probe.md``.
 """
 
 from __future__ import annotations
@@ -70,9 +73,19 @@ def true_memory(env: Any, slots: int) -> np.ndarray:
     return override
 
 
-def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: bool = False) -> dict[str, list]:
+def memory_refiner(env: Any, task: str, source: str, seed: int) -> Any:
+    """The suite's ``vla_memory`` placement for ``env`` (None for the head's own estimate)."""
+    from sim_benchmarks.specs import PolicyContext
+    from sim_benchmarks.suites.personalized_vlabench import MEMORY_OPTION, SUITE, _memory_refiner
+
+    return _memory_refiner(PolicyContext(SUITE, task, "generic", seed, env, {MEMORY_OPTION: source}))
+
+
+def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: bool = False,
+               memory_source: str = "own") -> dict[str, list]:
     """Expert-driven episodes of ``task``; per-frame rows of label terms, head predictions and switch flags
-    (``given_memory``: the head remembers the true start positions instead of its own estimate)."""
+    (``given_memory``: the head remembers the true start positions instead of its own estimate; ``memory_source``:
+    where its memory comes from otherwise, see :mod:`policies.vla.perceived_memory`)."""
     from agents.vlabench_demonstrations import absolute_to_delta, to_base_frame
     from envs.manipulation.vlabench.env import make_env
     from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
@@ -81,6 +94,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: b
     env = make_env(task, {"track": TRACK, "action_mode": "absolute", "cameras": ("front",), "references": False})
     rows: list[dict[str, Any]] = []
     memory_err: list[float] = []
+    policy.memory_refiner = memory_refiner(env, task, memory_source, seed)
     try:
         for i in range(episodes):
             obs, info = env.reset(seed=seed + i)
@@ -128,6 +142,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: b
                     break
     finally:
         policy.memory_override = None
+        policy.memory_refiner = None
         env.close()
     return {"rows": rows, "memory_err": memory_err}
 
@@ -197,8 +212,10 @@ def sensitivity(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "near_frames": len(near), "near_mean": round(float(np.mean(near)), 3) if near else None}
 
 
-def closed_loop(checkpoint: str, task: str, episodes: int, seed: int) -> list[dict[str, Any]]:
-    """Paired generic-track episodes: the head with its own memory, then given the true start positions."""
+def closed_loop(checkpoint: str, task: str, episodes: int, seed: int, memory_source: str = "own"
+                ) -> list[dict[str, Any]]:
+    """Paired generic-track episodes: the head with its own memory (placed by ``memory_source``), then given the
+    true start positions."""
     from agents.episodic import run_episode
     from envs.manipulation.vlabench.env import episode_metrics, make_env
     from policies.delta_adapter import DeltaToAbsolute
@@ -208,11 +225,13 @@ def closed_loop(checkpoint: str, task: str, episodes: int, seed: int) -> list[di
     vla = GenericVLA.from_checkpoint(checkpoint)
     policy = DeltaToAbsolute(vla)
     rows = []
+    refiner = memory_refiner(env, task, memory_source, seed)
     try:
         for i in range(episodes):
             row: dict[str, Any] = {"episode": f"{task}/{seed + i}"}
             for mode in ("own", "true"):
                 vla.memory_override = None
+                vla.memory_refiner = refiner if mode == "own" else None
                 if mode == "true":
                     env.reset(seed=seed + i)
                     vla.memory_override = true_memory(env, vla.cfg.memory)
@@ -253,6 +272,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     from envs.manipulation.vlabench.tasks import PICK_PLACE_TASKS, TASKS
     from policies.vla.checkpoint_files import read_manifest
     from policies.vla.generic import GenericVLA
+    from policies.vla.perceived_memory import check_memory_source
 
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", default="checkpoints/vlabench_vla", help="generic-VLA checkpoint folder")
@@ -261,6 +281,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--tasks", default=",".join(PICK_PLACE_TASKS), help="comma-separated tasks")
     ap.add_argument("--true-memory", action="store_true",
                     help="the head remembers the true start positions (target, box or plate) in the probed frames")
+    ap.add_argument("--memory-source", default="own", help="own, depth or perceived: where the head's memory comes "
+                    "from (the suite's vla_memory option)")
     ap.add_argument("--closed-loop", type=int, default=0, help="paired own/true-memory episodes per task (0 = none)")
     ap.add_argument("--out", type=Path, required=True, help="results folder (created; must be empty or absent)")
     args = ap.parse_args(argv)
@@ -270,12 +292,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for t in tasks:
         if t not in TASKS:
             raise choice_error("task", t, sorted(TASKS))
+    check_memory_source(args.memory_source)
     check_out_dir(args.out)
     policy = GenericVLA.from_checkpoint(args.checkpoint)
     t0 = time.time()
     rows, mem_err = [], []
     for task in tasks:
-        part = probe_task(policy, task, args.episodes, args.seed, given_memory=args.true_memory)
+        part = probe_task(policy, task, args.episodes, args.seed, given_memory=args.true_memory,
+                          memory_source=args.memory_source)
         rows += part["rows"]
         mem_err += part["memory_err"]
         print(f"  probed {task}", file=sys.stderr, flush=True)
@@ -284,6 +308,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                                                                                      else sys.argv[1:]),
         "checkpoint": str(args.checkpoint), "weights_sha256": read_manifest(args.checkpoint)["weights_sha256"],
         "action_frame": policy.action_frame, "seed": args.seed, "true_memory": bool(args.true_memory),
+        "memory_source": args.memory_source,
         "episodes": args.episodes * len(tasks),
         "label_terms": label_terms(rows, args.seed), "sensitivity": sensitivity(rows),
         "gripper_switch": switch_agreement(rows),
@@ -291,7 +316,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     if args.closed_loop:
         pairs = []
         for task in tasks:
-            pairs += closed_loop(args.checkpoint, task, args.closed_loop, args.seed)
+            pairs += closed_loop(args.checkpoint, task, args.closed_loop, args.seed, args.memory_source)
         own = np.array([p["own"]["success"] for p in pairs], float)
         true = np.array([p["true"]["success"] for p in pairs], float)
         _, lo, hi = bootstrap_ci(true - own, seed=0)
