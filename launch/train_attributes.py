@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.attribute_scenes import SceneConfig, collect_scenes, object_cells
+from agents.manipulation.attribute_scenes import SceneConfig, collect_scenes, object_cells
 from envs.atomic_io import atomic_path, write_json_atomic
 from envs.errors import ConfigError
 from envs.manipulation.tasks import GENERIC_TASKS

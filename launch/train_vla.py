@@ -10,8 +10,8 @@ test-split instances). Same seed, same demo count and an epoch-limited (not time
 byte-identical weights.
 
 This module declares and checks the options; the work lives in its layers: collection in
-:mod:`agents.demonstration_cache`, the training run in :mod:`sim_benchmarks.training.generic_vla`, the closed-loop
-check in :mod:`sim_benchmarks.closed_loop`.
+:mod:`agents.manipulation.demonstration_cache`, the training run in :mod:`sim_benchmarks.training.generic_vla`, the
+closed-loop check in :mod:`sim_benchmarks.closed_loop`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from agents.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig
-from agents.vlabench_demonstrations import (
+from agents.manipulation.demonstrations import DEMO_SPLITS, DRIVEN_PARTS, DemoConfig
+from agents.manipulation.vlabench_demonstrations import (
     BASE_TASKS,
     LABEL_FRAMES,
     PLACE_GOALS,
@@ -39,7 +39,7 @@ from envs.errors import ConfigError, choice_error
 from envs.manipulation.tasks import GENERIC_TASKS
 from envs.manipulation.vlabench.tasks import TASKS as VLABENCH_TASKS
 from launch.cli import ArgumentParser, main_guard, require_positive
-from policies.scripted_expert import DESCENTS
+from policies.manipulation.scripted_expert import DESCENTS
 from policies.vla.checkpoint import load_checkpoint
 from policies.vla.checkpoint_files import read_manifest
 from policies.vla.model import BACKBONES, CNN_VISION, HeadConfig, VisionSpec

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from agents.episodic import run_episode
-from agents.vlabench_demonstrations import GENERIC_TRACK
+from agents.manipulation.vlabench_demonstrations import GENERIC_TRACK
 from envs.manipulation.env import make_env
 from policies.base import Policy
 from sim_benchmarks.progress import progress_bar
@@ -41,7 +41,7 @@ def evaluate(policy: Policy, tasks: list[str], episodes: int, seed: int, split: 
                                                "cameras": ("front",), "references": False})
                 metrics = vlabench_metrics
                 if hand:  # hand-frame deltas are added to the measured hand, which the env's delta mode does not do
-                    from policies.delta_adapter import DeltaToAbsolute
+                    from policies.manipulation.delta_adapter import DeltaToAbsolute
 
                     policy = DeltaToAbsolute(policy)
             succ = correct = any_ok = 0

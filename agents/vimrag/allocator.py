@@ -17,7 +17,7 @@ import numpy as np
 
 from agents.vimrag.memory import DagMemory
 from envs.errors import ConfigError
-from perception.visual_tokens import GRID_LEVELS
+from perception.vimrag.visual_tokens import GRID_LEVELS
 
 # Diminishing returns of resolution (what fraction of an image's information a grid keeps); concave on purpose.
 UTILITY: dict[int, float] = {0: 0.0, 1: 0.2, 2: 0.45, 4: 0.75, 7: 1.0}

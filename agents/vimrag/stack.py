@@ -125,7 +125,7 @@ def train_best_planner(stack: Stack, credit: str = "ggpo", seed: int = 0, budget
 @functools.lru_cache(maxsize=2)
 def _local_vlm(path: str, max_new_tokens: int):
     # One load per process: the harness rebuilds the policy for every (task, policy) cell.
-    from perception.external_vlm import LocalVLM
+    from perception.vimrag.external_vlm import LocalVLM
 
     return LocalVLM(path, max_new_tokens)
 
@@ -137,7 +137,7 @@ def reader_backend(opts: VimragOptions):
     if opts.reader == "trained":
         return None
     if opts.reader == "openai":
-        from perception.external_vlm import connect_openai
+        from perception.vimrag.external_vlm import connect_openai
 
         return connect_openai(opts.reader_url, opts.reader_model, opts.reader_timeout_s, opts.reader_api_key_env,
                               opts.reader_max_tokens)

@@ -31,7 +31,7 @@ import numpy as np
 
 from envs.errors import ConfigError
 from envs.manipulation.objects import CATEGORIES, COLOURS, PATTERNS
-from perception.external_vlm import LocalVLM, OpenAIChatVLM, resize_image
+from perception.vimrag.external_vlm import LocalVLM, OpenAIChatVLM, resize_image
 from policies.vimrag.knowledge_base import KnowledgeBase
 from policies.vimrag.reader import Reading, VisualReader
 
@@ -84,8 +84,9 @@ class VLMBackend(Protocol):
 class ExternalReader:
     """Reads with an external VLM; same ``relevance``/``read`` interface as :class:`VisualReader`.
 
-    ``backend`` is an :class:`~perception.external_vlm.OpenAIChatVLM` or a :class:`~perception.external_vlm.LocalVLM`;
-    ``relevance_reader`` is the trained reader whose caption-only relevance head decides the hypothesis edges.
+    ``backend`` is an :class:`~perception.vimrag.external_vlm.OpenAIChatVLM` or a
+    :class:`~perception.vimrag.external_vlm.LocalVLM`; ``relevance_reader`` is the trained reader whose caption-only
+    relevance head decides the hypothesis edges.
     """
 
     def __init__(self, kb: KnowledgeBase, relevance_reader: VisualReader, backend: OpenAIChatVLM | LocalVLM,

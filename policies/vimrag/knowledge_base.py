@@ -18,7 +18,7 @@ from envs.build_processes import build_processes, map_in_processes
 from envs.cache_files import read_npz
 from envs.errors import ConfigError
 from envs.rag.corpus import Corpus, corpus_dir, load_corpus
-from perception.visual_tokens import feature_grid, fit_projection, pooled_levels, project_grid
+from perception.vimrag.visual_tokens import feature_grid, fit_projection, pooled_levels, project_grid
 
 FEATURES_VERSION = 2
 _ID = re.compile(r"[A-Za-z]+-\d+")

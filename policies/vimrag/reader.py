@@ -23,7 +23,7 @@ from envs.atomic_io import atomic_path
 from envs.cache_files import load_or_build
 from envs.errors import ConfigError
 from envs.rag.corpus import IMAGE_KINDS, Question, answer_vocabulary, fitting_half, sample_by_type
-from perception.visual_tokens import GRID_LEVELS
+from perception.vimrag.visual_tokens import GRID_LEVELS
 from policies.vimrag.knowledge_base import KnowledgeBase, id_tokens
 
 LEVELS = tuple(g for g in GRID_LEVELS if g > 0)  # (1, 2, 4, 7)

@@ -44,7 +44,7 @@ class HeadBundle:
     # Optional first-frame base localiser that places the voted object precisely (policies/vla/localiser.py).
     localiser: Any = None
     # What the predicted deltas are added to on an absolute-target env: the commanded pose ("command", every head
-    # before hand-frame labels) or the measured hand pose ("hand"); see policies/delta_adapter.py.
+    # before hand-frame labels) or the measured hand pose ("hand"); see policies/manipulation/delta_adapter.py.
     action_frame: str = "command"
 
 

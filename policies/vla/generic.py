@@ -77,7 +77,7 @@ class GenericVLA:
             raise choice_error("execution mode", execution, EXECUTION_MODES)
         self.bundle = bundle
         self.cfg = bundle.config
-        self.action_frame = bundle.action_frame  # what the deltas are added to (policies/delta_adapter.py)
+        self.action_frame = bundle.action_frame  # what the deltas are added to (policies/manipulation/delta_adapter.py)
         self.execution = execution
         self.ensembler = TemporalEnsembler(self.cfg.chunk, ensemble_decay)
         # "queue": run the first ``action_steps`` actions of a chunk open loop before looking again (ACT-style

@@ -4,10 +4,10 @@ An object-memory head (``HeadConfig.memory``) localises the described object (an
 first frame and acts relative to those remembered table positions. Trained with ``--memory-source true`` its action
 MLP conditions on the true start positions plus a few millimetres of noise, so at evaluation the precision of the
 memory decides where the hand goes; the head's own estimate is 1.5-2.5 cm off on Personalized-VLABench. The
-modular base's perception (:class:`~policies.vlabench_modular.ModularVLABenchBase`: left, right and front depth
-fused into a table-top point cloud) places footprints a median 0.04 cm from the true xy (mugs ~1 cm). This module
-feeds that perception into the head's memory, keeping the policy a VLA: views + instruction + proprioception in,
-actions out; the target position stays an input the head learned to condition on.
+modular base's perception (:class:`~policies.manipulation.vlabench_modular.ModularVLABenchBase`: left, right and front
+depth fused into a table-top point cloud) places footprints a median 0.04 cm from the true xy (mugs ~1 cm). This module
+feeds that perception into the head's memory, keeping the policy a VLA: views + instruction + proprioception in, actions
+out; the target position stays an input the head learned to condition on.
 
 Memory sources (``MEMORY_SOURCES``):
 
@@ -58,8 +58,8 @@ def state_to_world(xy: np.ndarray) -> np.ndarray:
 class PerceivedMemory:
     """Places a head's remembered objects with the modular base's fused three-view perception (module docstring).
 
-    ``base`` is a :class:`~policies.vlabench_modular.ModularVLABenchBase` (its cameras, detector and height check
-    are reused, never copied); ``source`` is ``"depth"`` or ``"perceived"``. :meth:`place` is called once per
+    ``base`` is a :class:`~policies.manipulation.vlabench_modular.ModularVLABenchBase` (its cameras, detector and height
+    check are reused, never copied); ``source`` is ``"depth"`` or ``"perceived"``. :meth:`place` is called once per
     episode, on the first frame, with the head's own M×2 estimate.
     """
 

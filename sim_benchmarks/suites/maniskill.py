@@ -48,7 +48,7 @@ SPECS.append(SuiteSpec(
 
 
 def _expert(ctx: PolicyContext) -> Any:
-    from policies.maniskill_expert import ManiSkillExpert
+    from policies.manipulation.maniskill_expert import ManiSkillExpert
 
     return ManiSkillExpert(ctx.env)
 

@@ -48,7 +48,7 @@ SPECS.append(SuiteSpec(
 
 
 def _expert(ctx: PolicyContext) -> Any:
-    from policies.maniskill_expert import PersonalizedPickExpert
+    from policies.manipulation.maniskill_expert import PersonalizedPickExpert
 
     return PersonalizedPickExpert(ctx.env)
 
@@ -70,7 +70,7 @@ SPECS.append(PolicyExtension("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=
 def _modular(ctx: PolicyContext) -> Any:
     """The modular base (RGB-D perception of the instruction's object + the expert's pick phases), "my" dropped."""
     from perception.detectors import ProposalDetector
-    from policies.maniskill_modular import ModularPickBase
+    from policies.manipulation.maniskill_modular import ModularPickBase
 
     env = ctx.env.unwrapped
     return ModularPickBase(lambda: env.sensors()["depth"], env.camera_pose(), detector_fn=ProposalDetector)

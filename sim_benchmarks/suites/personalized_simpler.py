@@ -11,7 +11,7 @@ from typing import Any, Literal
 from envs.config import Options, require
 from envs.errors import choice_error
 from envs.manipulation.env import GENERIC_TASKS, PERSONALIZED_TASKS, PersonalizedSimplerEnv, SimplerConfig, make_env
-from policies.scripted_expert import ScriptedExpert
+from policies.manipulation.scripted_expert import ScriptedExpert
 from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec
 
 SUITES = ("personalized_simpler", "generic_simpler")

@@ -81,7 +81,7 @@ SPECS.append(SuiteSpec(
 
 
 def _expert(ctx: PolicyContext) -> Any:
-    from policies.vlabench_expert import VLABenchExpert
+    from policies.manipulation.vlabench_expert import VLABenchExpert
 
     return VLABenchExpert(ctx.env, seed=ctx.seed, noise_std=float(ctx.options.get("expert_noise", 0.0)))
 
@@ -95,7 +95,7 @@ def _absolute(builder: Any) -> Any:
     def build(ctx: PolicyContext) -> Any:
         policy = builder(ctx)
         if ctx.env.unwrapped.config.action_mode == "absolute":
-            from policies.delta_adapter import DeltaToAbsolute
+            from policies.manipulation.delta_adapter import DeltaToAbsolute
 
             return DeltaToAbsolute(policy)
         return policy
@@ -195,7 +195,7 @@ def _views(ctx: PolicyContext) -> tuple[str, ...]:
 
 def _vap(ctx: PolicyContext, oracle: bool) -> Any:
     """VAP with multi-view grounding: the SIMPLER VAP's parts, grounding fused over ``vap_views``."""
-    from policies.vap_multiview import MultiViewVAP
+    from policies.vap.multiview import MultiViewVAP
 
     views = _views(ctx)
     single = vap_policies.build_vap(ctx, oracle=oracle)  # detector, matcher, tracker, prompter and base as there
@@ -213,7 +213,7 @@ def _modular(ctx: PolicyContext) -> Any:
     """The modular base (perceived target + the expert's phases) on the generic instruction ("my" dropped)."""
     from envs.manipulation.vlabench.tasks import TASKS
     from perception.object_height import HeightCheck
-    from policies.vlabench_modular import GOALS, VIEWS, ModularVLABenchBase
+    from policies.manipulation.vlabench_modular import GOALS, VIEWS, ModularVLABenchBase
 
     goal = TASKS[ctx.task].goal
     if goal not in GOALS:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from envs.config import Options, require
 from envs.errors import choice_error
+from policies.vap.configuration import VAPConfig
 from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec
 
 SUITES = ("personalized_simpler",)
@@ -45,9 +46,10 @@ class VAPOptions(Options):
     vap_detector: Literal["proposals", "transformers", "groundingdino"] = field(
         default="proposals", metadata={"help": "detector backend"})
     vap_detector_dir: str | None = field(default=None, metadata={"help": "local weights folder of the detector"})
-    vap_min_score: float | None = field(default=None, metadata={"help": "below it grounding falls back"})
-    vap_category_weight: float | None = field(
-        default=None, metadata={"help": "0..1: how much the detector's category score weighs in the choice"})
+    vap_min_score: float = field(default=VAPConfig.min_score, metadata={"help": "below it grounding falls back"})
+    vap_category_weight: float = field(
+        default=VAPConfig.category_weight,
+        metadata={"help": "0..1: how much the detector's category score weighs in the choice"})
     vap_candidates: int = field(default=PROPOSAL_CANDIDATES,
                                 metadata={"help": "proposals reaching the network and keypoint matching"})
     vap_hue_margin: float | None = field(default=None,
@@ -71,7 +73,7 @@ class VAPOptions(Options):
                                                                          and self.vap_embed_size is None),
                 f"vap_matcher_embedder={self.vap_matcher_embedder} cannot be combined with vap_embedder or "
                 "vap_embed_size")
-        require(self.vap_category_weight is None or 0 <= self.vap_category_weight <= 1,
+        require(0 <= self.vap_category_weight <= 1,
                 f"vap_category_weight must be a number in [0, 1], got {self.vap_category_weight}")
         require(self.vap_candidates >= 1, f"vap_candidates must be an integer >= 1, got {self.vap_candidates}")
         require(self.vap_hue_margin is None or 0 <= self.vap_hue_margin <= 180,
@@ -145,16 +147,14 @@ def build_vap(ctx: PolicyContext, oracle: bool, privileged: tuple[Any, Any, Any]
     from perception.matching import LimitedMatcher, MatcherConfig
     from perception.prompting import VisualPrompter
     from perception.tracking import MaskTracker, TrackerConfig
-    from policies.vap import VAPConfig, VisualAttentivePrompting
+    from policies.vap import VisualAttentivePrompting
 
     opts = VAPOptions.from_options(ctx.options, strict=False)
     matcher = LimitedMatcher(opts.vap_refs, config=MatcherConfig(components=opts.vap_components),
                              embedder=make_embedder(opts.embedder(), opts.vap_embed_size))
     sensors, target_id, scene_ids = privileged if privileged is not None else _privileged(ctx)
-    min_score = VAPConfig.min_score if opts.vap_min_score is None else opts.vap_min_score
-    category_weight = VAPConfig.category_weight if opts.vap_category_weight is None else opts.vap_category_weight
-    vap_cfg = VAPConfig(min_score=min_score, max_candidates=max(VAPConfig.max_candidates, opts.vap_candidates),
-                        category_weight=category_weight)
+    vap_cfg = VAPConfig(min_score=opts.vap_min_score, category_weight=opts.vap_category_weight,
+                        max_candidates=max(VAPConfig.max_candidates, opts.vap_candidates))
     if oracle:
         detector: Any = OracleDetector(target_id_fn=target_id, scene_ids_fn=scene_ids)
     else:

@@ -7,8 +7,8 @@ chunk's first action every step, default; ``ensemble``: temporal ensembling of o
 ``vla_action_steps`` actions of each chunk open loop, default the whole chunk), ``vla_attributes`` (``false``:
 ignore the checkpoint's attribute detectors, and with them its base localiser, for A/B runs), ``vla_localiser``
 (``false``: ignore the base localiser alone), ``vla_grasp_retries`` (N > 0: wrap the policy in
-:class:`~policies.grasp_retry.GraspRetry`, reopening after up to N grasps that closed on nothing; default 0).
-``hard_prompt`` / ``soft_prompt`` (personalized suite only) describe the personal object from
+:class:`~policies.manipulation.grasp_retry.GraspRetry`, reopening after up to N grasps that closed on nothing; default
+0). ``hard_prompt`` / ``soft_prompt`` (personalized suite only) describe the personal object from
 ``info["reference_images"]`` in words or as an instruction-space vector; see ``policies/vla/prompt_baselines.py``.
 """
 
@@ -69,7 +69,7 @@ def _generic(ctx: PolicyContext) -> GenericVLA:
                         instruction_rewrite=drop_possessive, attributes=opts.vla_attributes,
                         localiser=opts.vla_localiser)
     if opts.vla_grasp_retries:
-        from policies.grasp_retry import GraspRetry, GraspRetryConfig
+        from policies.manipulation.grasp_retry import GraspRetry, GraspRetryConfig
 
         return GraspRetry(policy, GraspRetryConfig(max_retries=opts.vla_grasp_retries))
     return policy

@@ -2,10 +2,10 @@
 → closed-loop evaluation, written to one results folder.
 
 ``python -m launch.train_vla`` checks its options and builds a :class:`GenericVLARun`; this module does the work:
-the demonstrations come from :mod:`agents.demonstration_cache` (resumable blocks, then ``OUT/demos.npz``), the
-head is fitted by :func:`policies.vla.training.train_head`, the closed-loop check is
-:func:`sim_benchmarks.closed_loop.evaluate`. Writes ``OUT/metrics.jsonl`` (one record per epoch, then per
-evaluated task), ``OUT/summary.json`` (``embodia.train/1``) and the checkpoint folder (weights, sha256, manifest,
+the demonstrations come from :mod:`agents.manipulation.demonstration_cache` (resumable blocks, then ``OUT/demos.npz``),
+the head is fitted by :func:`policies.vla.training.train_head`, the closed-loop check is
+:func:`sim_benchmarks.closed_loop.evaluate`. Writes ``OUT/metrics.jsonl`` (one record per epoch, then per evaluated
+task), ``OUT/summary.json`` (``embodia.train/1``) and the checkpoint folder (weights, sha256, manifest,
 ``metrics.json``).
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.demonstration_cache import collect, load_cache, save_cache
-from agents.demonstrations import DemoConfig
-from agents.vlabench_demonstrations import VLABenchDemoConfig
+from agents.manipulation.demonstration_cache import collect, load_cache, save_cache
+from agents.manipulation.demonstrations import DemoConfig
+from agents.manipulation.vlabench_demonstrations import VLABenchDemoConfig
 from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError
 from envs.manipulation.tasks import GENERIC_TASKS

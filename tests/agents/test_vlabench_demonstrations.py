@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before mujoco loads
 
-from agents.vlabench_demonstrations import (  # noqa: E402
+from agents.manipulation.vlabench_demonstrations import (  # noqa: E402
     VLABenchDemoConfig,
     absolute_to_delta,
     relabel,
@@ -74,9 +74,9 @@ def test_bad_config_is_one_config_error():
 
 
 def test_hand_frame_labels_start_from_the_hand_and_replay_through_the_adapter():
-    from agents.vlabench_demonstrations import collect_vlabench_demos
+    from agents.manipulation.vlabench_demonstrations import collect_vlabench_demos
     from envs.manipulation.vlabench.env import make_env
-    from policies.delta_adapter import DeltaToAbsolute
+    from policies.manipulation.delta_adapter import DeltaToAbsolute
 
     cfg = VLABenchDemoConfig(tasks=("select_my_pick",), episodes=1, max_steps=8, image_size=64, seed=0,
                              noise_fraction=0.0, keep_failed=True)
@@ -119,7 +119,7 @@ def test_hand_frame_labels_start_from_the_hand_and_replay_through_the_adapter():
 
 
 def test_driven_episodes_record_the_expert_labels_at_the_states_the_checkpoint_reaches():
-    from agents.vlabench_demonstrations import collect_vlabench_demos
+    from agents.manipulation.vlabench_demonstrations import collect_vlabench_demos
     from envs.paths import CHECKPOINTS
 
     cfg = VLABenchDemoConfig(tasks=("select_my_in_box",), episodes=1, max_steps=6, image_size=64, seed=0,
@@ -135,7 +135,7 @@ def test_driven_episodes_record_the_expert_labels_at_the_states_the_checkpoint_r
         rel = np.asarray(target[:2]) - state[:2]
         assert label[6] < 0 and (np.linalg.norm(rel) < 0.01 or float(np.dot(label[:2], rel)) > 0)
     from envs.manipulation.vlabench.env import make_env
-    from policies.vlabench_expert import VLABenchExpert
+    from policies.manipulation.vlabench_expert import VLABenchExpert
 
     env = make_env("select_my_in_box", {"track": "in_distribution", "action_mode": "delta", "cameras": ("front",),
                                         "image_size": 64, "max_steps": 6, "references": False})
@@ -151,7 +151,7 @@ def test_driven_episodes_record_the_expert_labels_at_the_states_the_checkpoint_r
 
 
 def test_look_randomisation_renders_the_demos_in_randomised_rooms():
-    from agents.vlabench_demonstrations import collect_vlabench_demos
+    from agents.manipulation.vlabench_demonstrations import collect_vlabench_demos
 
     cfg = VLABenchDemoConfig(tasks=("select_my_pick",), episodes=1, max_steps=2, image_size=64, seed=0)
     plain = collect_vlabench_demos(replace(cfg, keep_failed=True))
@@ -199,7 +199,7 @@ def test_tiny_vlabench_training_is_deterministic_and_acts_through_the_suite(tmp_
 
 
 def test_front_view_projection_lands_on_the_object_and_labels_the_demos():
-    from agents.vlabench_demonstrations import collect_vlabench_demos
+    from agents.manipulation.vlabench_demonstrations import collect_vlabench_demos
     from envs.manipulation.vlabench.env import make_env
 
     env = make_env("select_my_in_box", {"track": "in_distribution", "cameras": ("front",), "image_size": 128,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from envs.errors import ConfigError
-from policies.grasp_retry import GraspRetry, GraspRetryConfig
+from policies.manipulation.grasp_retry import GraspRetry, GraspRetryConfig
 
 
 class _Closer:

@@ -5,7 +5,7 @@ import pytest
 
 from agents.episodic import run_episode
 from envs.manipulation.env import ALL_TASKS, make_env
-from policies.scripted_expert import ScriptedExpert
+from policies.manipulation.scripted_expert import ScriptedExpert
 
 
 @pytest.mark.parametrize("task", sorted(ALL_TASKS))
@@ -43,7 +43,7 @@ def test_noise_perturbs_execution_but_not_label():
 
 def test_funnel_descent_solves_and_descends_while_still_aligning():
     from envs.errors import ConfigError
-    from policies.scripted_expert import HOVER
+    from policies.manipulation.scripted_expert import HOVER
 
     env = make_env("fractal_pick", {"image_size": 48, "references": False})
     low_and_off = {}  # approach steps > 1 cm below the gated hover height while still > 8 mm off in xy

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from policies.vap_multiview import FUSE_RADIUS, _cluster, backproject
+from policies.vap.multiview import FUSE_RADIUS, _cluster, backproject
 
 
 def test_backproject_centre_pixel_lies_on_the_optical_axis():

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before mujoco loads
 
 from envs.manipulation.vlabench.scene import TABLE_Z  # noqa: E402
-from policies.vlabench_expert import VLABenchExpert  # noqa: E402
+from policies.manipulation.vlabench_expert import VLABenchExpert  # noqa: E402
 
 TARGET = {"position": np.array([0.1, 0.2, TABLE_Z]), "start": np.array([0.1, 0.2, TABLE_Z]), "height": 0.1,
           "yaw": 0.0, "category": "bottle", "radius": 0.03}

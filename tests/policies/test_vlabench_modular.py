@@ -10,7 +10,7 @@ pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before
 from envs.errors import ConfigError  # noqa: E402
 from perception.prompting import VisualPrompter  # noqa: E402
 from perception.tabletop_cloud import tabletop_objects  # noqa: E402
-from policies.vlabench_modular import ModularVLABenchBase, colour_region  # noqa: E402
+from policies.manipulation.vlabench_modular import ModularVLABenchBase, colour_region  # noqa: E402
 from sim_benchmarks import registry  # noqa: E402
 from sim_benchmarks.registry import PolicyContext  # noqa: E402
 

@@ -42,7 +42,7 @@ def test_bad_input_is_a_config_error_before_any_work(tmp_path):
 def test_true_memory_holds_the_target_and_the_box_start_in_the_base_frame():
     import numpy as np
 
-    from agents.vlabench_demonstrations import to_base_frame
+    from agents.manipulation.vlabench_demonstrations import to_base_frame
     from envs.manipulation.vlabench.env import make_env
 
     for task, has_goal in (("select_my_in_box", True), ("select_my_pick", False)):

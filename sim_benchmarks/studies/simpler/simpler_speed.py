@@ -17,7 +17,7 @@ from pathlib import Path
 
 from envs.manipulation.env import make_env
 from envs.manipulation.tasks import PERSONALIZED_TASKS
-from policies.scripted_expert import ScriptedExpert
+from policies.manipulation.scripted_expert import ScriptedExpert
 from sim_benchmarks.cli import ArgumentParser, main_guard
 
 

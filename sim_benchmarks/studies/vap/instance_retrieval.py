@@ -67,7 +67,7 @@ def candidate_sets(suite: str, tasks: Sequence[str], episodes: int, seed: int,
     ``keep_all`` also yields sets with one candidate or without the personal object (training data wants every
     labelled crop; the benchmark does not). Instance ids come from the segmentation's majority body id.
     """
-    from policies.vap import _majority_id
+    from policies.vap.modeling import _majority_id
 
     for task in tasks:
         env = registry.suites()[suite].make_env(task, {"privileged": True, "references": True,

@@ -228,7 +228,7 @@ def kinds_present(photo: Path, category: str, task: str, seeds: Sequence[int]) -
 def grounding_rows(photos: list[Path], categories: Sequence[str], tasks: Sequence[str], episodes: int, seed: int,
                    variants: Sequence[str], references: str, out: Path) -> list[dict[str, Any]]:
     """One row per scene and variant: correct, the kind chosen, kinds present, cue shares of a miss."""
-    from policies.vap import _majority_id
+    from policies.vap.modeling import _majority_id
 
     rows: list[dict[str, Any]] = []
     with labelled_lookalikes() as sub:

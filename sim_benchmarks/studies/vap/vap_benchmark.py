@@ -398,7 +398,7 @@ CALIBRATION_TASKS = {"fractal_pick": "generic_simpler", "fractal_move_near": "ge
 def calibration_data(episodes: int, seed: int) -> tuple[list, list, list, Any]:
     """Cues, labels and overlaps of VAP's candidates in train-split scenes (generic_simpler, references on)."""
     from perception.matching import overlap_matrix
-    from policies.vap import _majority_id
+    from policies.vap.modeling import _majority_id
 
     cue_rows, labels, overlaps, matcher = [], [], [], None
     for task, suite_name in CALIBRATION_TASKS.items():

@@ -52,7 +52,7 @@ NEAR = 0.05  # metres: frames whose target is this close to the hand are reporte
 
 def _base_frame(vec_world: np.ndarray) -> np.ndarray:
     """A world displacement in the robot base frame (x forward = world +y)."""
-    from agents.vlabench_demonstrations import BASE_YAW
+    from agents.manipulation.vlabench_demonstrations import BASE_YAW
 
     c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
     v = np.asarray(vec_world, float)
@@ -62,7 +62,7 @@ def _base_frame(vec_world: np.ndarray) -> np.ndarray:
 def true_memory(env: Any, slots: int) -> np.ndarray:
     """The head's memory table (slots×2, robot base frame) holding the true start positions of the target and,
     where the task has one, the box or plate (NaN rows keep the head's own estimate)."""
-    from agents.vlabench_demonstrations import to_base_frame
+    from agents.manipulation.vlabench_demonstrations import to_base_frame
 
     ps = env.unwrapped.privileged_state()
     start = np.asarray(ps["target"]["start"], float)
@@ -86,10 +86,10 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: b
     """Expert-driven episodes of ``task``; per-frame rows of label terms, head predictions and switch flags
     (``given_memory``: the head remembers the true start positions instead of its own estimate; ``memory_source``:
     where its memory comes from otherwise, see :mod:`policies.vla.perceived_memory`)."""
-    from agents.vlabench_demonstrations import absolute_to_delta, to_base_frame
+    from agents.manipulation.vlabench_demonstrations import absolute_to_delta, to_base_frame
     from envs.manipulation.vlabench.env import make_env
     from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
-    from policies.vlabench_expert import VLABenchExpert
+    from policies.manipulation.vlabench_expert import VLABenchExpert
 
     env = make_env(task, {"track": TRACK, "action_mode": "absolute", "cameras": ("front",), "references": False})
     rows: list[dict[str, Any]] = []
@@ -218,7 +218,7 @@ def closed_loop(checkpoint: str, task: str, episodes: int, seed: int, memory_sou
     true start positions."""
     from agents.episodic import run_episode
     from envs.manipulation.vlabench.env import episode_metrics, make_env
-    from policies.delta_adapter import DeltaToAbsolute
+    from policies.manipulation.delta_adapter import DeltaToAbsolute
     from policies.vla.generic import GenericVLA
 
     env = make_env(task, {"track": TRACK, "action_mode": "absolute", "cameras": ("front",), "references": False})

@@ -3,7 +3,7 @@
     python -m launch.study vlabench.vlabench_grounding --episodes 50 --seed 0 --out results/vlabench_grounding
 
 At the first step of each seeded episode, multi-view VAP detects and matches the personal object in the left,
-right and front views and fuses the evidence in 3-D (``policies.vap_multiview``). One pass gives every view's own
+right and front views and fuses the evidence in 3-D (``policies.vap.multiview``). One pass gives every view's own
 choice and the fused choice, on the very same frames, so the comparison is paired. *Correct* = the chosen mask's
 majority body id in the simulator's segmentation is the personal object (privileged, used only to score).
 Grounding does not depend on the base policy, so the scripted expert sits underneath (it never sees the choice).

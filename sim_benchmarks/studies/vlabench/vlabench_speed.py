@@ -24,7 +24,7 @@ from sim_benchmarks.studies.simpler.simpler_speed import time_expert_steps
 def measure(task: str, steps: int, image_size: int, cameras: tuple[str, ...], seed: int = 0) -> dict[str, float]:
     """Run ``steps`` control steps of the expert on ``task``; return step-only and with-reset rates."""
     from envs.manipulation.vlabench.env import make_env
-    from policies.vlabench_expert import VLABenchExpert
+    from policies.manipulation.vlabench_expert import VLABenchExpert
 
     env = make_env(task, {"image_size": image_size, "cameras": ",".join(cameras)})
     step_time, total, resets = time_expert_steps(env, VLABenchExpert(env), steps, seed)

@@ -124,7 +124,7 @@ def decode_png(url: str) -> np.ndarray:
 
 
 def test_unreachable_endpoint_or_bad_url_is_a_config_error(monkeypatch) -> None:
-    from perception.external_vlm import connect_openai
+    from perception.vimrag.external_vlm import connect_openai
 
     with pytest.raises(ConfigError, match="is unreachable"):
         connect_openai(f"http://127.0.0.1:{free_port()}/v1", timeout_s=2)
@@ -138,7 +138,7 @@ def test_unreachable_endpoint_or_bad_url_is_a_config_error(monkeypatch) -> None:
 
 
 def test_endpoint_lists_models_sends_the_key_and_gives_up_after_retries(monkeypatch) -> None:
-    from perception.external_vlm import connect_openai
+    from perception.vimrag.external_vlm import connect_openai
 
     monkeypatch.setenv("EMBODIA_TEST_KEY", "sk-test")
     with FakeEndpoint() as ep:
@@ -238,7 +238,7 @@ SCRIPT = ["search_text", "follow_links", "read", "answer"]
 @pytest.mark.slow
 def test_openai_reader_sends_the_budgeted_images_and_parses_the_answer(stack) -> None:
     from agents.vimrag.agent import VimragAgent
-    from perception.external_vlm import connect_openai
+    from perception.vimrag.external_vlm import connect_openai
     from policies.vimrag.external_reader import ExternalReader
 
     kb, tools, reader, _ = stack
@@ -271,7 +271,7 @@ def test_openai_reader_sends_the_budgeted_images_and_parses_the_answer(stack) ->
 
 @pytest.mark.slow
 def test_local_vlm_measures_its_image_cost_and_drops_images_it_cannot_afford(stack, tiny_vlm) -> None:
-    from perception.external_vlm import LocalVLM
+    from perception.vimrag.external_vlm import LocalVLM
     from policies.vimrag.external_reader import ExternalReader
 
     kb, _, reader, _ = stack
@@ -293,7 +293,7 @@ def test_local_vlm_runs_through_the_langgraph_agent(stack, tiny_vlm) -> None:
     from agents.vimrag.agent import VimragAgent
     from agents.vimrag.stack import VimragPolicy
     from envs.rag.env import QuestionEnv
-    from perception.external_vlm import LocalVLM
+    from perception.vimrag.external_vlm import LocalVLM
     from policies.vimrag.external_reader import ExternalReader
 
     kb, tools, reader, _ = stack

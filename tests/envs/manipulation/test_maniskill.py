@@ -45,7 +45,7 @@ def test_registered_id_passes_check_env(task):
 def test_scripted_expert_succeeds_and_the_episode_is_fixed_by_its_seed(task):
     _need_driver()
     from envs.manipulation.maniskill.env import ManiSkillEnv
-    from policies.maniskill_expert import ManiSkillExpert
+    from policies.manipulation.maniskill_expert import ManiSkillExpert
 
     env = ManiSkillEnv(task, {"image_size": 32, "max_steps": 60})
     expert = ManiSkillExpert(env)

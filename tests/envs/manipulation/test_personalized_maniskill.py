@@ -29,7 +29,7 @@ def env():
 
 
 def _expert_episode(env, seed):
-    from policies.maniskill_expert import PersonalizedPickExpert
+    from policies.manipulation.maniskill_expert import PersonalizedPickExpert
 
     expert = PersonalizedPickExpert(env)
     obs, info = env.reset(seed=seed)
@@ -109,7 +109,7 @@ def test_bad_options_are_one_config_error_before_sapien_loads():
 
 
 def test_modular_base_reads_the_colour_vap_names_and_the_hand_from_ee_state():
-    from policies.maniskill_modular import ModularPickBase
+    from policies.manipulation.maniskill_modular import ModularPickBase
 
     base = ModularPickBase(lambda: np.ones((8, 8)), (np.zeros(3), np.eye(3), 50.0))
     base.reset("pick up the blue mug", {})

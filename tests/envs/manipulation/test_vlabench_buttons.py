@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before mujoco loads
 
 from envs.manipulation.vlabench.env import BUTTON_HALF, BUTTON_PRESSED, make_env  # noqa: E402
-from policies.vlabench_expert import VLABenchExpert  # noqa: E402
+from policies.manipulation.vlabench_expert import VLABenchExpert  # noqa: E402
 
 FAST = {"image_size": 32, "references": False, "cameras": "front"}
 

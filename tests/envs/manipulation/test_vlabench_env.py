@@ -11,7 +11,7 @@ pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before
 from envs.errors import ConfigError  # noqa: E402
 from envs.manipulation.vlabench.env import VLABenchOptions, make_env  # noqa: E402
 from envs.manipulation.vlabench.tasks import TASKS  # noqa: E402
-from policies.vlabench_expert import VLABenchExpert  # noqa: E402
+from policies.manipulation.vlabench_expert import VLABenchExpert  # noqa: E402
 
 FAST = {"image_size": 64, "references": False}
 

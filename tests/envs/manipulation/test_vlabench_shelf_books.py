@@ -12,7 +12,7 @@ from envs.manipulation.objects import CATEGORIES  # noqa: E402
 from envs.manipulation.vlabench.books import BOOKS, book_texture, instances_of, x_extent  # noqa: E402
 from envs.manipulation.vlabench.env import SHELF_GAP, make_env  # noqa: E402
 from envs.manipulation.vlabench.tasks import PICK_PLACE_TASKS, TASKS  # noqa: E402
-from policies.vlabench_expert import VLABenchExpert  # noqa: E402
+from policies.manipulation.vlabench_expert import VLABenchExpert  # noqa: E402
 
 FAST = {"image_size": 32, "references": False, "cameras": "front"}
 

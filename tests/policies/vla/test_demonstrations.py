@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from agents.demonstrations import DemoConfig, collect_demos, describe_options
+from agents.manipulation.demonstrations import DemoConfig, collect_demos, describe_options
 from envs.errors import ConfigError
 from envs.manipulation.objects import LIBRARY, instances
 

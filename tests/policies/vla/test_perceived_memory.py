@@ -6,9 +6,10 @@ import torch
 
 pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before mujoco loads
 
-from agents.vlabench_demonstrations import to_base_frame  # noqa: E402
+from agents.manipulation.vlabench_demonstrations import to_base_frame  # noqa: E402
 from envs.errors import ConfigError  # noqa: E402
 from perception.tabletop_cloud import tabletop_objects  # noqa: E402
+from policies.manipulation.vlabench_modular import ModularVLABenchBase  # noqa: E402
 from policies.vla.checkpoint import HeadBundle  # noqa: E402
 from policies.vla.checkpoint_files import freeze  # noqa: E402
 from policies.vla.generic import GenericVLA  # noqa: E402
@@ -19,7 +20,6 @@ from policies.vla.perceived_memory import (  # noqa: E402
     state_to_world,
     world_to_state,
 )
-from policies.vlabench_modular import ModularVLABenchBase  # noqa: E402
 
 
 def _block(cx: float, cy: float, half: float, height: float, rng: np.random.Generator) -> np.ndarray:

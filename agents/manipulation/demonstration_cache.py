@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.demonstrations import DemoConfig, Demos, collect_demos
-from agents.vlabench_demonstrations import VLABenchDemoConfig, collect_vlabench_demos
+from agents.manipulation.demonstrations import DemoConfig, Demos, collect_demos
+from agents.manipulation.vlabench_demonstrations import VLABenchDemoConfig, collect_vlabench_demos
 from envs.atomic_io import atomic_path
 from envs.errors import ConfigError
 from envs.manipulation.env import make_env

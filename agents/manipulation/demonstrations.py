@@ -31,7 +31,7 @@ from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.objects import PATTERN_WORDS, ObjectInstance, find_instance
 from envs.manipulation.tasks import GENERIC_TASKS, instruction
-from policies.scripted_expert import HOLD_PHASES, ScriptedExpert
+from policies.manipulation.scripted_expert import HOLD_PHASES, ScriptedExpert
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class DemoConfig:
     image_size: int = 224
     keep_failed: bool = False
     relabel: bool = True
-    descent: str = "gated"  # the expert's descent rule (see policies.scripted_expert.DESCENTS)
+    descent: str = "gated"  # the expert's descent rule (see policies.manipulation.scripted_expert.DESCENTS)
     split: str = "train"  # instance pool: "train" or "train_extended" (+ extra designs; never a test design)
     # DAgger: a generic-VLA checkpoint folder that executes the approach + descent ("" = the expert executes all);
     # its sha256 is part of the config, so blocks of another checkpoint are never reused.

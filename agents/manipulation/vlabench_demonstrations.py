@@ -1,7 +1,7 @@
 """Scripted-expert demonstrations on Personalized-VLABench's generic track, labelled as SIMPLER deltas.
 
-The VLABench expert (``policies/vlabench_expert.py``) emits absolute TCP targets; the generic VLA head predicts
-SIMPLER's base-frame deltas. ``label_frame`` says what a delta is added to:
+The VLABench expert (``policies/manipulation/vlabench_expert.py``) emits absolute TCP targets; the generic VLA head
+predicts SIMPLER's base-frame deltas. ``label_frame`` says what a delta is added to:
 
 - ``"command"`` (the first heads): the env runs with ``action_mode=delta`` and every expert target is turned into the
   delta that moves the env's *commanded* pose to it (:func:`absolute_to_delta`). The joint-rate-limited arm trails
@@ -9,7 +9,8 @@ SIMPLER's base-frame deltas. ``label_frame`` says what a delta is added to:
 - ``"hand"``: the delta from the *measured* hand pose (TCP, ``obs["ee_pose"]``) to the expert target, which is what
   the expert itself steps from, clipped per axis to the expert's own 5 cm step; the env runs with absolute targets
   and each executed delta is added to the hand
-  (:func:`hand_delta_to_target`, the conversion ``policies.delta_adapter.DeltaToAbsolute`` makes for such heads).
+  (:func:`hand_delta_to_target`, the conversion ``policies.manipulation.delta_adapter.DeltaToAbsolute`` makes for such
+  heads).
 
 With noise (DART) the executed delta's xyz is perturbed while the recorded label stays the expert's clean delta at
 the visited state.
@@ -27,8 +28,8 @@ grasps and lifts, then the checkpoint carries, lowers and releases; ``"all"``: t
 while the expert relabels every state it visits. Where the checkpoint would open or close the
 gripper against the expert (close before the grasp, open while carrying), that step executes the expert's action,
 so an episode never ends in a state no label describes. Driven episodes have their own ids and seeds
-(``agents.demonstrations.DRIVER_INDEX_OFFSET``) and are kept whether or not they succeed: every frame holds the
-expert's label at a state the policy reached.
+(``agents.manipulation.demonstrations.DRIVER_INDEX_OFFSET``) and are kept whether or not they succeed: every frame holds
+the expert's label at a state the policy reached.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.demonstrations import (
+from agents.manipulation.demonstrations import (
     CARRY_PHASES,
     DRIVEN_PARTS,
     DRIVER_INDEX_OFFSET,
@@ -158,16 +159,16 @@ def relabel(instruction: str, info: dict[str, Any], with_pattern: bool, rng: np.
 def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | None = None) -> Demos:
     """Run the (noisy) expert on episodes ``indices`` (default all) and record clean-labelled front frames.
 
-    Episode i runs task ``cfg.tasks[i % len(tasks)]`` with seeds from :func:`agents.demonstrations.episode_rng`,
-    so blocks collected separately concatenate to exactly what one pass collects. ``frames`` hold the raw
-    rendered front images (uint8); ``targets`` / ``goals`` hold the target's and the fixture's start positions in
-    the robot base frame (the frame of ``ee_state``) and ``uv`` where they appear in that episode's front view
-    (training-only labels, never policy inputs).
+    Episode i runs task ``cfg.tasks[i % len(tasks)]`` with seeds from
+    :func:`agents.manipulation.demonstrations.episode_rng`, so blocks collected separately concatenate to exactly what
+    one pass collects. ``frames`` hold the raw rendered front images (uint8); ``targets`` / ``goals`` hold the target's
+    and the fixture's start positions in the robot base frame (the frame of ``ee_state``) and ``uv`` where they appear
+    in that episode's front view (training-only labels, never policy inputs).
     """
     from envs.manipulation.vlabench import scene
     from envs.manipulation.vlabench.env import make_env
     from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
-    from policies.vlabench_expert import VLABenchExpert
+    from policies.manipulation.vlabench_expert import VLABenchExpert
 
     if not (np.allclose(scene.BASE_POS, BASE_POS) and math.isclose(scene.BASE_YAW, BASE_YAW)):
         raise RuntimeError("the robot base pose here no longer matches envs.manipulation.vlabench.scene")

@@ -12,7 +12,8 @@ instruction means is read from the image, as the Personalized-VLABench modular b
   look-alikes is any of them.
 
 The region's pixels are lifted and matched to the nearest footprint, whose centre and height become the
-:class:`~policies.maniskill_expert.PersonalizedPickExpert`'s target; the hand comes from ``obs["ee_state"]``.
+:class:`~policies.manipulation.maniskill_expert.PersonalizedPickExpert`'s target; the hand comes from
+``obs["ee_state"]``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from perception.tabletop_cloud import (
     tabletop_objects,
     world_points,
 )
-from policies.maniskill_expert import PersonalizedPickExpert
+from policies.manipulation.maniskill_expert import PersonalizedPickExpert
 
 Pose = tuple[np.ndarray, np.ndarray, float]
 # the table in front of the Panda where objects stand (the robot's own base, behind x = -0.5, stays out)

@@ -1,10 +1,10 @@
 """A modular base for Personalized-VLABench: perceive the scene once in 3-D, then run the scripted expert's phases.
 
-Not an end-to-end VLA: the expert's phase machine (:class:`~policies.vlabench_expert.VLABenchExpert`) is driven by
-*perceived* state instead of the simulator's. On the first step the left, right and front RGB-D views (depth and
-camera poses: a calibrated rig) are fused into a table-top point cloud (:mod:`perception.tabletop_cloud`); its
-largest footprint is the box or plate, the others are objects with a box centre, height and main axis. Which object
-the instruction means is read from the front image, the view VAP prompts:
+Not an end-to-end VLA: the expert's phase machine (:class:`~policies.manipulation.vlabench_expert.VLABenchExpert`) is
+driven by *perceived* state instead of the simulator's. On the first step the left, right and front RGB-D views (depth
+and camera poses: a calibrated rig) are fused into a table-top point cloud (:mod:`perception.tabletop_cloud`); its
+largest footprint is the box or plate, the others are objects with a box centre, height and main axis. Which object the
+instruction means is read from the front image, the view VAP prompts:
 
 - the instruction names a palette colour ("pick up the red mug", VAP's rewrite): the largest region of the front
   image painted in that colour;
@@ -40,7 +40,7 @@ from perception.tabletop_cloud import (
     world_points,
 )
 from policies.base import policy_seed_rng
-from policies.vlabench_expert import VLABenchExpert
+from policies.manipulation.vlabench_expert import VLABenchExpert
 
 GOALS = ("pick", "in_box", "on_plate")  # the table-top tasks; the shelf and button tasks need other perception
 VIEWS = ("left", "right", "front")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from perception.candidate import Candidate
-from policies.vap import VisualAttentivePrompting, _majority_id
+from policies.vap.modeling import VisualAttentivePrompting, _majority_id
 
 FUSE_RADIUS = 0.05  # metres: candidates of different views closer than this are the same object
 COVERAGE_POWER = 0.5  # fused score × (views that saw it / views)^power: one-view blobs (arm parts) weigh less

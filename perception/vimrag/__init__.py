@@ -1,0 +1,1 @@
+"""VimRAG's perception: visual tokens of document pages and the external vision-language reader."""
