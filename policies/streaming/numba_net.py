@@ -178,6 +178,20 @@ def _backward(cols, row, g, in_w, lat_h, lat_w, w1, w2, slope, y1, r1, a1, y2, r
     np.dot(dwide, cols[row].T, gwc)
 
 
+MINATAR_LAYERS = ["Conv2d", "LayerNormNoAffine", "LeakyReLU", "Flatten", "Linear", "LayerNormNoAffine", "LeakyReLU",
+                  "Linear"]
+
+
+def minatar_layers(net: nn.Module, who: str) -> tuple[nn.Module, nn.Module, nn.Module, float]:
+    """The conv, hidden and output layers of the one-conv MinAtar network and its LeakyReLU slope; ``ValueError``
+    naming ``who`` for any other network."""
+    layers = list(net.encoder.net) + list(net.head.net)
+    kinds = [type(m).__name__ for m in layers]
+    if kinds != MINATAR_LAYERS:
+        raise ValueError(f"{who} handles the one-conv MinAtar network ({MINATAR_LAYERS}), got {kinds}")
+    return layers[0], layers[4], layers[7], float(layers[2].negative_slope)
+
+
 class NumbaNetwork:
     """Forward of a batch and the gradient of ⟨cotangent, output[row]⟩ for a one-conv ``StreamNetwork``.
 
@@ -186,17 +200,11 @@ class NumbaNetwork:
     """
 
     def __init__(self, net: nn.Module, in_shape: tuple[int, int, int], max_rows: int = 2) -> None:
-        layers = list(net.encoder.net) + list(net.head.net)
-        kinds = [type(m).__name__ for m in layers]
-        expected = ["Conv2d", "LayerNormNoAffine", "LeakyReLU", "Flatten", "Linear", "LayerNormNoAffine",
-                    "LeakyReLU", "Linear"]
-        if kinds != expected:
-            raise ValueError(f"NumbaNetwork handles the one-conv MinAtar network ({expected}), got {kinds}")
-        conv, fc1, fc2 = layers[0], layers[4], layers[7]
+        conv, fc1, fc2, slope = minatar_layers(net, "NumbaNetwork")
         if conv.stride[0] != conv.stride[1] or conv.padding != (0, 0) or conv.kernel_size[0] != conv.kernel_size[1]:
             raise ValueError("NumbaNetwork needs a square, unpadded, equal-stride convolution")
         self.stride = int(conv.stride[0])
-        self.slope = float(layers[2].negative_slope)
+        self.slope = slope
         self.eps = 1e-5  # torch.layer_norm's default, as in networks.LayerNormNoAffine
         self.k = int(conv.kernel_size[0])
         # the conv weight as (out channels, C·k·k): the im2col layout (a view, so ObGD's updates show through)

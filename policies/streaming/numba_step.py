@@ -26,7 +26,7 @@ import numpy as np
 from torch import nn
 
 from policies.streaming.kernels import FASTMATH, welford_normalize_
-from policies.streaming.numba_net import layer_norm_lrelu, lrelu_ln_backward
+from policies.streaming.numba_net import layer_norm_lrelu, lrelu_ln_backward, minatar_layers
 
 # dims vector layout: the network's shape, passed as one int64 array (fewer arguments = less dispatch per call)
 C, H, W, K, NC, HID, NOUT = range(7)
@@ -275,13 +275,7 @@ class FusedQStep:
     """
 
     def __init__(self, net: nn.Module, in_shape: tuple[int, int, int], theta: np.ndarray, trace: np.ndarray) -> None:
-        layers = list(net.encoder.net) + list(net.head.net)
-        kinds = [type(m).__name__ for m in layers]
-        expected = ["Conv2d", "LayerNormNoAffine", "LeakyReLU", "Flatten", "Linear", "LayerNormNoAffine",
-                    "LeakyReLU", "Linear"]
-        if kinds != expected:
-            raise ValueError(f"FusedQStep handles the one-conv MinAtar network ({expected}), got {kinds}")
-        conv, fc1, fc2 = layers[0], layers[4], layers[7]
+        conv, fc1, fc2, slope = minatar_layers(net, "FusedQStep")
         if tuple(conv.stride) != (1, 1) or conv.padding != (0, 0) or conv.kernel_size[0] != conv.kernel_size[1]:
             raise ValueError("FusedQStep needs a square, unpadded, stride-1 convolution")
         if theta.dtype != np.float32 or trace.dtype != np.float32 or theta.shape != trace.shape:
@@ -299,7 +293,7 @@ class FusedQStep:
         k, n_conv = int(conv.kernel_size[0]), int(conv.weight.shape[0])
         hidden, n_out = int(fc1.weight.shape[0]), int(fc2.weight.shape[0])
         self.dims = np.array([n_in, height, width, k, n_conv, hidden, n_out], np.int64)
-        self.slope = float(layers[2].negative_slope)
+        self.slope = slope
         self.eps = 1e-5  # torch.layer_norm's default, as in networks.LayerNormNoAffine
         latent = int(fc1.weight.shape[1])
         ho, wo = height - k + 1, width - k + 1

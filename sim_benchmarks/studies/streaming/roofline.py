@@ -31,29 +31,11 @@ import numba
 import numpy as np
 
 from envs.atomic_io import write_json_atomic
-from policies.streaming.kernels import FASTMATH
+from policies.streaming.kernels import FASTMATH, decay_add_l1_, l1_norm
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.thread_pools import limit_threads, thread_pools
 
 MB = 1e6
-
-
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _read(x):
-    total = 0.0
-    for i in range(x.size):
-        total += abs(x[i])
-    return total
-
-
-@numba.njit(cache=True, fastmath=FASTMATH)
-def _trace_pass(z, g, d):
-    total = 0.0
-    for i in range(z.size):
-        v = d * z[i] + g[i]
-        z[i] = v
-        total += abs(v)
-    return total
 
 
 @numba.njit(cache=True, fastmath=FASTMATH)
@@ -177,10 +159,10 @@ def measure(repeats: int, seed: int = 0) -> dict[str, Any]:
     out = np.zeros((2, hidden), np.float32)
     big = rng.standard_normal(int(64 * MB / 4)).astype(np.float32)
     passes = {
-        "read theta": (per_call_us(lambda: _read(theta), repeats), nbytes),
-        "trace update z = d*z + g with L1": (per_call_us(lambda: _trace_pass(z, g, decay), repeats), 3 * nbytes),
+        "read theta": (per_call_us(lambda: l1_norm(theta), repeats), nbytes),
+        "trace update z = d*z + g with L1": (per_call_us(lambda: decay_add_l1_(z, g, decay), repeats), 3 * nbytes),
         "ObGD step theta += a*z": (per_call_us(lambda: _axpy(theta, z, zero), repeats), 3 * nbytes),
-        "DRAM read of 64 MB": (per_call_us(lambda: _read(big), max(repeats // 200, 3)), big.nbytes),
+        "DRAM read of 64 MB": (per_call_us(lambda: l1_norm(big), max(repeats // 200, 3)), big.nbytes),
     }
     bandwidth = {k: {"us": us, "bytes": b, "gb_per_s": b / us / 1e3} for k, (us, b) in passes.items()}
     pending = np.array([0.0, 0.0, 1.0])  # a deferred step of size 0: the pass runs, the weights stay as they are
