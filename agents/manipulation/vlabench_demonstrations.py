@@ -52,11 +52,8 @@ from agents.manipulation.demonstrations import (
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.objects import find_instance
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT
+from envs.manipulation.vlabench.frames import BASE_POS, to_base
 from envs.manipulation.vlabench.tasks import PICK_PLACE_TASKS, TASKS, subject
-
-# The robot's base pose (envs.manipulation.vlabench.scene, which needs MuJoCo: imported only to collect).
-BASE_POS = np.array([0.0, -0.4, 0.78])
-BASE_YAW = math.pi / 2
 
 GENERIC_TRACK = "in_distribution"  # the only track whose instructions name attributes instead of "my"
 # The table-top tasks the shipped base learned (the suite's default tasks); the others may be named explicitly.
@@ -113,9 +110,7 @@ class VLABenchDemoConfig:
 
 def to_base_frame(world: np.ndarray) -> np.ndarray:
     """World xyz → the robot base frame of ``obs["ee_state"]`` (x forward = world +y, z above the base)."""
-    rel = np.asarray(world, float) - BASE_POS
-    c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
-    return np.array([c * rel[0] - s * rel[1], s * rel[0] + c * rel[1], rel[2]], np.float32)
+    return to_base(np.asarray(world, float) - BASE_POS).astype(np.float32)
 
 
 def absolute_to_delta(target: np.ndarray, command_pos: np.ndarray, command_rpy: np.ndarray,
@@ -128,8 +123,7 @@ def absolute_to_delta(target: np.ndarray, command_pos: np.ndarray, command_rpy: 
     """
     a = np.asarray(target, float)
     d = a[:3] - np.asarray(command_pos, float)
-    c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
-    base = np.clip([c * d[0] - s * d[1], s * d[0] + c * d[1], d[2]], -max_pos, max_pos)
+    base = np.clip(to_base(d), -max_pos, max_pos)
     dyaw = (a[5] - float(command_rpy[2]) + math.pi / 2) % math.pi - math.pi / 2
     return np.array([*base, 0.0, 0.0, np.clip(dyaw, -MAX_DELTA_ROT, MAX_DELTA_ROT), a[6]], np.float32)
 
@@ -170,8 +164,6 @@ def collect_vlabench_demos(cfg: VLABenchDemoConfig, indices: Sequence[int] | Non
     from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
     from policies.manipulation.vlabench_expert import VLABenchExpert
 
-    if not (np.allclose(scene.BASE_POS, BASE_POS) and math.isclose(scene.BASE_YAW, BASE_YAW)):
-        raise RuntimeError("the robot base pose here no longer matches envs.manipulation.vlabench.scene")
     indices = range(cfg.episodes) if indices is None else indices
     hand = cfg.label_frame == "hand"
     max_pos = HAND_MAX_DELTA_POS if hand else MAX_DELTA_POS  # per-axis step a label may ask for

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from envs.errors import choice_error
-from envs.manipulation.vlabench.scene import BASE_POS, BASE_YAW
+from envs.manipulation.vlabench.frames import BASE_POS, from_base, to_base
 
 MEMORY_SOURCES = ("own", "depth", "perceived")
 SNAP_RADIUS = 0.08  # metres: an own estimate farther than this from every footprint is kept (nothing to snap to)
@@ -43,16 +43,12 @@ def check_memory_source(source: str) -> str:
 
 def world_to_state(xy: np.ndarray) -> np.ndarray:
     """World table xy → the robot base frame of ``obs["ee_state"]`` (the frame the head's memory is kept in)."""
-    rel = np.asarray(xy, float)[:2] - BASE_POS[:2]
-    c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
-    return np.array([c * rel[0] - s * rel[1], s * rel[0] + c * rel[1]], np.float32)
+    return to_base(np.asarray(xy, float)[:2] - BASE_POS[:2]).astype(np.float32)
 
 
 def state_to_world(xy: np.ndarray) -> np.ndarray:
     """The inverse of :func:`world_to_state`."""
-    v = np.asarray(xy, float)[:2]
-    c, s = math.cos(BASE_YAW), math.sin(BASE_YAW)
-    return np.array([c * v[0] - s * v[1], s * v[0] + c * v[1]]) + BASE_POS[:2]
+    return from_base(np.asarray(xy, float)[:2]) + BASE_POS[:2]
 
 
 class PerceivedMemory:

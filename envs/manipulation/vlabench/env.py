@@ -30,6 +30,7 @@ from envs.manipulation.personal import PersonalObject, render_references
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT, texture_file
 from envs.manipulation.vlabench.appearance import novel_instance, novel_texture, room_look, training_look
 from envs.manipulation.vlabench.books import instances_of, texture_of, x_extent
+from envs.manipulation.vlabench.frames import to_base
 from envs.manipulation.vlabench.scene import (
     BASE_POS,
     BASE_YAW,
@@ -458,15 +459,13 @@ class PersonalizedVLABenchEnv(gym.Env):
         images = {c: sc.render(c) for c in self._render_cams}
         tcp, mat = sc.tcp_pose()
         rpy = matrix_to_euler(mat)
-        rel = tcp - BASE_POS
-        c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
-        base_xy = (c * rel[0] - s * rel[1], s * rel[0] + c * rel[1])
+        base = to_base(tcp - BASE_POS)
         yaw = (rpy[2] - BASE_YAW + math.pi / 2) % math.pi - math.pi / 2  # symmetric gripper: half turns
         obs: dict[str, Any] = {
             "images": {k: images[k] for k in cfg.cameras},
             "image": images["front"],
             "instruction": self._instruction,
-            "ee_state": np.array([*base_xy, rel[2], yaw, sc.gripper_opening(), float(sc.gripper_closed)],
+            "ee_state": np.array([*base, yaw, sc.gripper_opening(), float(sc.gripper_closed)],
                                  np.float32),
             "ee_pose": np.array([*tcp, *rpy], np.float32),
             "joints": sc.joints(),

@@ -22,10 +22,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco loads its GL backend;
 
 import mujoco  # noqa: E402
 
+from envs.manipulation.vlabench.frames import BASE_POS, BASE_YAW  # noqa: E402,F401  (re-exported: the scene's pose)
 from envs.manipulation.vlabench.robot import ARM_JOINTS, FINGER_OPEN, HOME_JOINTS, JOINT_STEP, PandaIK, panda_spec  # noqa: E402
 
-BASE_POS = np.array([0.0, -0.4, 0.78])
-BASE_YAW = math.pi / 2  # the robot faces +y
 TABLE_Z = 0.78
 TABLE_CENTRE, TABLE_HALF = (0.0, 0.15), (0.65, 0.5)
 PHYSICS_DT = 0.001

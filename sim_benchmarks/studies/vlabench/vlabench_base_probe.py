@@ -29,7 +29,6 @@ on the positions it remembers?"). Writes ``probe.json`` and ``probe.md``.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ import numpy as np
 
 from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
+from envs.manipulation.vlabench.frames import to_base
 from envs.statistics import wilson_ci
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.results_folder import check_out_dir
@@ -48,15 +48,6 @@ TRACK = "in_distribution"
 PHASES = ("approach", "descend", "close", "lift", "carry", "lower", "release", "retreat", "withdraw")
 SHIFT = 0.01  # metres: the remembered target's move for the sensitivity
 NEAR = 0.05  # metres: frames whose target is this close to the hand are reported apart
-
-
-def _base_frame(vec_world: np.ndarray) -> np.ndarray:
-    """A world displacement in the robot base frame (x forward = world +y)."""
-    from agents.manipulation.vlabench_demonstrations import BASE_YAW
-
-    c, s = math.cos(-BASE_YAW), math.sin(-BASE_YAW)
-    v = np.asarray(vec_world, float)
-    return np.array([c * v[0] - s * v[1], s * v[0] + c * v[1], v[2]])
 
 
 def true_memory(env: Any, slots: int) -> np.ndarray:
@@ -116,7 +107,7 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: b
                 phase = expert.phase
                 cmd = absolute_to_delta(target, sc.target_pos, sc.target_rpy)
                 hand = absolute_to_delta(target, tcp, sc.target_rpy, HAND_MAX_DELTA_POS)  # clipped as hand labels are
-                lag = _base_frame(sc.target_pos - tcp)
+                lag = to_base(sc.target_pos - tcp)
                 chunk = policy.predict_chunk(obs)
                 if step == 0 and policy.cfg.memory and not given_memory:
                     remembered = policy._memory[0, 0, :2].numpy()  # the first frame's memory (set by predict_chunk)
@@ -125,8 +116,8 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: b
                 grasped = grasped or grip
                 row = {"episode": f"{task}/{seed + i}", "step": step, "phase": phase, "cmd": cmd[:3].tolist(),
                        "hand": hand[:3].tolist(), "lag": lag.tolist(),
-                       "to_target": _base_frame(np.asarray(ps["target"]["position"]) - tcp).tolist(),
-                       "to_goal": (_base_frame(goal - tcp) if goal is not None else np.zeros(3)).tolist(),
+                       "to_target": to_base(np.asarray(ps["target"]["position"]) - tcp).tolist(),
+                       "to_goal": (to_base(goal - tcp) if goal is not None else np.zeros(3)).tolist(),
                        "hand_z": float(tcp[2]), "opening": float(obs["ee_state"][4]),
                        "expert_grip": grip, "head_grip": bool(chunk[0, 6] >= 0.0),
                        "switch": None if prev_grip is None or prev_grip == grip else ("grasp" if grip else "release")}
