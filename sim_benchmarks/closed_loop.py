@@ -29,6 +29,7 @@ def evaluate(policy: Policy, tasks: list[str], episodes: int, seed: int, split: 
     label = split if suite == "personalized_simpler" else GENERIC_TRACK
     with progress_bar(total, f"closed-loop eval ({label})") as advance:
         for task in tasks:
+            actor = policy
             if suite == "personalized_simpler":
                 env = make_env(task, {"split": split})
                 metrics = None
@@ -43,10 +44,12 @@ def evaluate(policy: Policy, tasks: list[str], episodes: int, seed: int, split: 
                 if hand:  # hand-frame deltas are added to the measured hand, which the env's delta mode does not do
                     from policies.manipulation.delta_adapter import DeltaToAbsolute
 
-                    policy = DeltaToAbsolute(policy)
+                    # a new adapter per task around the policy itself: wrapping the previous task's adapter would
+                    # integrate its absolute targets as if they were deltas
+                    actor = DeltaToAbsolute(policy)
             succ = correct = any_ok = 0
             for ep in range(episodes):
-                res = run_episode(env, policy, env_seed=10_000 * (seed + 1) + ep, policy_seed=ep,
+                res = run_episode(env, actor, env_seed=10_000 * (seed + 1) + ep, policy_seed=ep,
                                   episode_metrics=metrics)
                 succ += res.metrics["success"]
                 correct += res.metrics["success"] and res.metrics["correct_object"]
