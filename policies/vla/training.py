@@ -290,6 +290,212 @@ def epoch_steps(data: DemoArrays, cfg: TrainConfig) -> int:
     return max(1, -(-groups // max(1, cfg.batch_size // cfg.frames_per_episode)))
 
 
+@dataclass
+class TrainingTensors:
+    """Everything a run indexes by frame, as tensors: normalised chunk targets and inputs, per-dimension and
+    per-frame loss weights, and the optional gripper-class, auxiliary and object-memory labels."""
+
+    y: torch.Tensor  # N×chunk×7 normalised chunk targets
+    mask: torch.Tensor  # N×chunk: 1 where the chunk step lies inside the episode
+    text: torch.Tensor  # T×384 instruction embeddings
+    tidx: torch.Tensor  # N: each frame's row of ``text``
+    states: torch.Tensor  # N×S normalised states
+    dim_w: torch.Tensor  # action_dim weights of the squared error
+    grip_w: torch.Tensor  # N multipliers of the gripper error
+    closed: torch.Tensor | None = None  # N×chunk gripper classes (gripper-classifier heads)
+    class_w: torch.Tensor | None = None  # N×chunk class-balancing weights
+    aux_y: torch.Tensor | None = None  # N×2 auxiliary target offsets (heads with aux_dim > 0)
+    aux_m: torch.Tensor | None = None  # N
+    mem: dict[str, torch.Tensor] | None = None  # object-memory labels (see :func:`memory_labels`)
+    first_of: torch.Tensor | None = None  # N: index of each frame's episode's first frame (memory heads)
+    words: torch.Tensor | None = None  # T×W×384 per-word embeddings (word-additive heads)
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """Action and state statistics the head's outputs and inputs are normalised with."""
+
+    a_mean: np.ndarray
+    a_std: np.ndarray
+    s_mean: np.ndarray
+    s_std: np.ndarray
+
+
+def normalisation(actions: np.ndarray, raw_states: np.ndarray, train_m: np.ndarray, head_cfg: HeadConfig,
+                  init: HeadBundle | None) -> Normalisation:
+    """Statistics of the training frames, or the initial bundle's (fine-tuning keeps what its outputs mean)."""
+    if init is not None:
+        if init.config != head_cfg:
+            raise ConfigError("the initial checkpoint's head config differs from the one to train")
+        return Normalisation(init.action_mean, init.action_std, init.state_mean, init.state_std)
+    return Normalisation(
+        actions[train_m].mean(0), actions[train_m].std(0) + 1e-3,
+        raw_states[train_m].mean(0) if raw_states.shape[1] else np.zeros(0, np.float32),
+        raw_states[train_m].std(0) + 1e-3 if raw_states.shape[1] else np.zeros(0, np.float32))
+
+
+def training_tensors(data: DemoArrays, cfg: TrainConfig, train_m: np.ndarray, init: HeadBundle | None,
+                     ) -> tuple[TrainingTensors, Normalisation]:
+    """Labels (widened gripper windows, chunks), normalisation and loss weights of every frame."""
+    head_cfg = cfg.head
+    raw_states = data.states[:, list(head_cfg.state_indices)] if head_cfg.state_indices else data.states
+    if head_cfg.state_dim != raw_states.shape[1]:
+        raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {raw_states.shape[1]}")
+    actions = widen_grasp(widen_release(data.actions, data.episode, cfg.release_frames), data.episode,
+                          cfg.grasp_frames)
+    targets, mask = chunk_targets(actions, data.episode, head_cfg.chunk)
+    norm = normalisation(actions, raw_states, train_m, head_cfg, init)
+    dim_w = torch.ones(head_cfg.action_dim)
+    dim_w[-1] = cfg.gripper_weight
+    dim_w[:2] = cfg.xy_weight
+    grip_w = torch.ones(len(data))  # per-frame multiplier of the gripper error
+    if cfg.switch_weight != 1.0:
+        grip_w[torch.as_tensor(switch_frames(actions, data.episode, head_cfg.chunk))] = cfg.switch_weight
+    t = TrainingTensors(
+        y=torch.as_tensor((targets - norm.a_mean) / norm.a_std, dtype=torch.float32), mask=torch.as_tensor(mask),
+        text=torch.as_tensor(data.text_table, dtype=torch.float32),
+        tidx=torch.as_tensor(data.text_index, dtype=torch.long),
+        states=torch.as_tensor((raw_states - norm.s_mean) / np.where(norm.s_std > 0, norm.s_std, 1),
+                               dtype=torch.float32),
+        dim_w=dim_w, grip_w=grip_w)
+    if head_cfg.gripper_classifier:
+        t.closed, t.class_w = (torch.as_tensor(a) for a in gripper_classes(targets, mask, train_m))
+    if head_cfg.aux_dim not in (0, 2):
+        raise ConfigError(f"aux_dim must be 0 or 2 (target xy offset), got {head_cfg.aux_dim}")
+    if head_cfg.aux_dim:
+        t.aux_y, t.aux_m = (torch.as_tensor(a) for a in aux_targets(data))
+    return t, norm
+
+
+def new_head(head_cfg: HeadConfig, init: HeadBundle | None) -> FiLMActionHead:
+    """A head initialised from the (seeded) global generator, or a trainable copy of ``init``'s weights."""
+    head = FiLMActionHead(head_cfg)
+    if init is not None:  # a trainable copy (checkpoints load frozen)
+        head.load_state_dict(init.head.state_dict())
+    return head
+
+
+def add_memory_tensors(t: TrainingTensors, data: DemoArrays, head_cfg: HeadConfig) -> None:
+    """Object-memory labels and each frame's episode start (memory heads); per-word embeddings (word heads)."""
+    if head_cfg.memory:
+        t.mem = {k: torch.as_tensor(v) for k, v in memory_labels(data, head_cfg.memory).items()}
+        starts = np.zeros(len(data), np.int64)  # each frame's episode's first frame
+        for e in np.unique(data.episode):
+            idx_e = np.flatnonzero(data.episode == e)
+            starts[idx_e] = idx_e[0]
+        t.first_of = torch.as_tensor(starts)
+    if head_cfg.words:
+        if data.word_table is None or data.word_table.shape[1] != head_cfg.words:
+            raise ConfigError(f"a word-additive head needs per-word instruction embeddings ({head_cfg.words} words)")
+        t.words = torch.as_tensor(data.word_table, dtype=torch.float32)
+
+
+def memory_forward(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, cfg: TrainConfig,
+                   idx: torch.Tensor, feats: torch.Tensor, txt: torch.Tensor, st: torch.Tensor | None,
+                   offs: torch.Tensor | None, augment: bool, gen: torch.Generator,
+                   ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """(prediction, aux output, heatmap + localisation loss) of a memory head on frames ``idx``."""
+    assert t.mem is not None and t.first_of is not None
+    words = t.words
+    # The memory comes from each episode's first frame (never shifted: its geometry is the camera's).
+    firsts, inverse = torch.unique(t.first_of[idx], return_inverse=True)
+    first_loc = head.localise(*head.trunk(data.features[firsts], t.text[t.tidx[firsts]]),
+                              words=None if words is None else words[t.tidx[firsts]])
+    xy = first_loc["xy"][inverse]
+    seen = memory_seen(xy, t.mem["xy"][firsts][inverse], t.mem["valid"][firsts][inverse], cfg.memory_source,
+                       cfg.memory_noise if augment else 0.0, gen)
+    memory = torch.cat([seen, first_loc["desc"][inverse]], dim=-1)
+    trunk = head.trunk(feats, txt)
+    pred, aux = head.forward_with_aux(feats, txt, st, memory=memory, trunk=trunk)
+    # Heatmaps on the first frames (what the memory uses) and on the current frames (more supervision).
+    cur_uv = t.mem["uv"][idx]
+    if offs is not None:
+        g = trunk[-1].shape[-1]
+        cur_uv = cur_uv - (offs * 2 / g)[:, None, :]
+    valid = t.mem["valid"][idx] * (cur_uv.abs() < 1).all(-1)
+    cur_logits = head.localise(*trunk, words=None if words is None else words[t.tidx[idx]])["logits"]
+    extra = cfg.heatmap_weight * 0.5 * (
+        heatmap_loss(first_loc["logits"], t.mem["uv"][firsts], t.mem["valid"][firsts], cfg.heatmap_sigma)
+        + heatmap_loss(cur_logits, cur_uv, valid, cfg.heatmap_sigma))
+    xy_err = ((first_loc["xy"] - t.mem["xy"][firsts]) / AUX_SCALE).pow(2).sum(-1) * t.mem["valid"][firsts]
+    extra = extra + cfg.aux_weight * xy_err.sum() / t.mem["valid"][firsts].sum().clamp(min=1.0)
+    return pred, aux, extra
+
+
+def batch_loss(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, cfg: TrainConfig, idx: torch.Tensor,
+               gen: torch.Generator, augment: bool = False) -> torch.Tensor:
+    """Masked, weighted loss of frames ``idx``: chunk MSE (or the gripper's class-balanced cross-entropy), plus
+    the auxiliary and object-memory terms; ``augment`` shifts the feature maps and noises the memory."""
+    feats = data.features[idx]
+    feats = pixels_to_input(feats) if feats.dtype == torch.uint8 else feats.float()
+    offs = None
+    if augment and cfg.shift_cells > 0:
+        offs = (torch.rand(len(idx), 2, generator=gen) * 2 - 1) * cfg.shift_cells
+        feats = shift_features(feats, cfg.shift_cells, gen, offs)
+    txt = t.text[t.tidx[idx]]
+    st = t.states[idx] if cfg.head.state_dim else None
+    extra = torch.zeros(())
+    if t.mem is None:
+        pred, aux = head.forward_with_aux(feats, txt, st)
+    else:
+        pred, aux, extra = memory_forward(head, t, data, cfg, idx, feats, txt, st, offs, augment, gen)
+    err = (pred - t.y[idx]).pow(2) * t.dim_w
+    if t.closed is not None:  # the gripper channel holds logits: class-balanced cross-entropy instead
+        bce = F.binary_cross_entropy_with_logits(pred[..., -1], t.closed[idx], reduction="none")
+        err = torch.cat([err[..., :-1], (bce * t.class_w[idx] * t.dim_w[-1])[..., None]], dim=-1)
+    if cfg.switch_weight != 1.0:
+        err = torch.cat([err[..., :-1], err[..., -1:] * t.grip_w[idx][:, None, None]], dim=-1)
+    m = t.mask
+    loss = (err * m[idx][:, :, None]).sum() / (m[idx].sum() * cfg.head.action_dim) + extra
+    if aux is not None and cfg.aux_weight > 0:
+        aux_err = (aux - t.aux_y[idx]).pow(2).sum(1) * t.aux_m[idx]
+        loss = loss + cfg.aux_weight * aux_err.sum() / t.aux_m[idx].sum().clamp(min=1.0)
+    return loss
+
+
+def epoch_batches(train_idx: torch.Tensor, data: DemoArrays, cfg: TrainConfig, epoch: int, steps_per_epoch: int,
+                  gen: torch.Generator) -> list[torch.Tensor]:
+    """One epoch's shuffled batches of training frames (memory heads: grouped by episode, see
+    :func:`episode_batches`)."""
+    if not cfg.head.memory:
+        perm = train_idx[torch.randperm(len(train_idx), generator=gen)]
+        return [perm[b * cfg.batch_size:(b + 1) * cfg.batch_size] for b in range(steps_per_epoch)]
+    return [torch.as_tensor(b) for b in episode_batches(
+        train_idx.numpy(), data.episode, cfg.frames_per_episode, cfg.batch_size,
+        np.random.default_rng([cfg.seed, epoch]))]
+
+
+def train_epoch(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, cfg: TrainConfig,
+                batches: list[torch.Tensor], opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler,
+                gen: torch.Generator, on_progress: Callable[[int], None] | None) -> float:
+    """One pass of gradient steps over ``batches`` (augmented); returns the frame-weighted sum of the losses."""
+    head.train()
+    total = 0.0
+    for idx in batches:
+        loss = batch_loss(head, t, data, cfg, idx, gen, augment=True)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        total += float(loss.detach()) * len(idx)
+        if on_progress is not None:
+            on_progress(1)
+    return total
+
+
+def validation_loss(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, cfg: TrainConfig,
+                    val_idx: torch.Tensor, gen: torch.Generator, empty: float) -> float:
+    """Mean un-augmented loss over held-out frames, in slices (smaller for memory heads, which run two trunks);
+    ``empty`` without held-out frames. Leaves the head in eval mode."""
+    head.eval()
+    if not len(val_idx):
+        return empty
+    step = 1024 if t.mem is None else 256
+    with torch.no_grad():
+        return float(np.mean([float(batch_loss(head, t, data, cfg, val_idx[i:i + step], gen))
+                              for i in range(0, len(val_idx), step)]))
+
+
 def train_head(
     data: DemoArrays,
     cfg: TrainConfig,
@@ -306,144 +512,27 @@ def train_head(
         raise ConfigError(f"need at least 2 demonstration frames to train, got {len(data)}")
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    head_cfg = cfg.head
-    raw_states = data.states[:, list(head_cfg.state_indices)] if head_cfg.state_indices else data.states
-    if head_cfg.state_dim != raw_states.shape[1]:
-        raise ConfigError(f"head state_dim {head_cfg.state_dim} != data state size {raw_states.shape[1]}")
-    actions = widen_grasp(widen_release(data.actions, data.episode, cfg.release_frames), data.episode,
-                          cfg.grasp_frames)
-    targets, mask = chunk_targets(actions, data.episode, head_cfg.chunk)
     train_m, val_m = split_episodes(data.episode, cfg.val_fraction, cfg.seed)
-    if init is not None:
-        if init.config != head_cfg:
-            raise ConfigError("the initial checkpoint's head config differs from the one to train")
-        a_mean, a_std, s_mean, s_std = init.action_mean, init.action_std, init.state_mean, init.state_std
-    else:
-        a_mean = actions[train_m].mean(0)
-        a_std = actions[train_m].std(0) + 1e-3
-        s_mean = raw_states[train_m].mean(0) if raw_states.shape[1] else np.zeros(0, np.float32)
-        s_std = raw_states[train_m].std(0) + 1e-3 if raw_states.shape[1] else np.zeros(0, np.float32)
-
-    y = torch.as_tensor((targets - a_mean) / a_std, dtype=torch.float32)
-    m = torch.as_tensor(mask)
-    text = torch.as_tensor(data.text_table, dtype=torch.float32)
-    tidx = torch.as_tensor(data.text_index, dtype=torch.long)
-    states = torch.as_tensor((raw_states - s_mean) / np.where(s_std > 0, s_std, 1), dtype=torch.float32)
-    dim_w = torch.ones(head_cfg.action_dim)
-    dim_w[-1] = cfg.gripper_weight
-    dim_w[:2] = cfg.xy_weight
-    grip_w = torch.ones(len(data))  # per-frame multiplier of the gripper error
-    if cfg.switch_weight != 1.0:
-        grip_w[torch.as_tensor(switch_frames(actions, data.episode, head_cfg.chunk))] = cfg.switch_weight
-    closed, class_w = None, None
-    if head_cfg.gripper_classifier:
-        closed, class_w = (torch.as_tensor(a) for a in gripper_classes(targets, mask, train_m))
-
-    if head_cfg.aux_dim not in (0, 2):
-        raise ConfigError(f"aux_dim must be 0 or 2 (target xy offset), got {head_cfg.aux_dim}")
-    aux_y, aux_m = (torch.as_tensor(a) for a in aux_targets(data)) if head_cfg.aux_dim else (None, None)
-    head = FiLMActionHead(head_cfg)
-    if init is not None:  # a trainable copy (checkpoints load frozen)
-        head.load_state_dict(init.head.state_dict())
+    t, norm = training_tensors(data, cfg, train_m, init)
+    head = new_head(cfg.head, init)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     train_idx = torch.as_tensor(np.flatnonzero(train_m))
     val_idx = torch.as_tensor(np.flatnonzero(val_m))
     steps_per_epoch = epoch_steps(data, cfg)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs * steps_per_epoch)
-
-    mem = None
-    if head_cfg.memory:
-        labels = memory_labels(data, head_cfg.memory)
-        mem = {k: torch.as_tensor(v) for k, v in labels.items()}
-        starts = np.zeros(len(data), np.int64)  # each frame's episode's first frame
-        for e in np.unique(data.episode):
-            idx_e = np.flatnonzero(data.episode == e)
-            starts[idx_e] = idx_e[0]
-        first_of = torch.as_tensor(starts)
-        if init is None:  # a fine-tuned head keeps the buffers it was trained with
-            head.ee_xy_mean.copy_(torch.as_tensor(s_mean[:2]))
-            head.ee_xy_std.copy_(torch.as_tensor(np.where(s_std[:2] > 0, s_std[:2], 1)))
-    words = None
-    if head_cfg.words:
-        if data.word_table is None or data.word_table.shape[1] != head_cfg.words:
-            raise ConfigError(f"a word-additive head needs per-word instruction embeddings ({head_cfg.words} words)")
-        words = torch.as_tensor(data.word_table, dtype=torch.float32)
-
-    def loss_on(idx: torch.Tensor, augment: bool = False) -> torch.Tensor:
-        feats = data.features[idx]
-        feats = pixels_to_input(feats) if feats.dtype == torch.uint8 else feats.float()
-        offs = None
-        if augment and cfg.shift_cells > 0:
-            offs = (torch.rand(len(idx), 2, generator=gen) * 2 - 1) * cfg.shift_cells
-            feats = shift_features(feats, cfg.shift_cells, gen, offs)
-        txt = text[tidx[idx]]
-        st = states[idx] if head_cfg.state_dim else None
-        extra = torch.zeros(())
-        if mem is None:
-            pred, aux = head.forward_with_aux(feats, txt, st)
-        else:
-            # The memory comes from each episode's first frame (never shifted: its geometry is the camera's).
-            firsts, inverse = torch.unique(first_of[idx], return_inverse=True)
-            first_loc = head.localise(*head.trunk(data.features[firsts], text[tidx[firsts]]),
-                                      words=None if words is None else words[tidx[firsts]])
-            xy = first_loc["xy"][inverse]
-            seen = memory_seen(xy, mem["xy"][firsts][inverse], mem["valid"][firsts][inverse], cfg.memory_source,
-                               cfg.memory_noise if augment else 0.0, gen)
-            memory = torch.cat([seen, first_loc["desc"][inverse]], dim=-1)
-            trunk = head.trunk(feats, txt)
-            pred, aux = head.forward_with_aux(feats, txt, st, memory=memory, trunk=trunk)
-            # Heatmaps on the first frames (what the memory uses) and on the current frames (more supervision).
-            cur_uv = mem["uv"][idx]
-            if offs is not None:
-                g = trunk[-1].shape[-1]
-                cur_uv = cur_uv - (offs * 2 / g)[:, None, :]
-            valid = mem["valid"][idx] * (cur_uv.abs() < 1).all(-1)
-            cur_logits = head.localise(*trunk, words=None if words is None else words[tidx[idx]])["logits"]
-            extra = cfg.heatmap_weight * 0.5 * (
-                heatmap_loss(first_loc["logits"], mem["uv"][firsts], mem["valid"][firsts], cfg.heatmap_sigma)
-                + heatmap_loss(cur_logits, cur_uv, valid, cfg.heatmap_sigma))
-            xy_err = ((first_loc["xy"] - mem["xy"][firsts]) / AUX_SCALE).pow(2).sum(-1) * mem["valid"][firsts]
-            extra = extra + cfg.aux_weight * xy_err.sum() / mem["valid"][firsts].sum().clamp(min=1.0)
-        err = (pred - y[idx]).pow(2) * dim_w
-        if closed is not None:  # the gripper channel holds logits: class-balanced cross-entropy instead
-            bce = F.binary_cross_entropy_with_logits(pred[..., -1], closed[idx], reduction="none")
-            err = torch.cat([err[..., :-1], (bce * class_w[idx] * dim_w[-1])[..., None]], dim=-1)
-        if cfg.switch_weight != 1.0:
-            err = torch.cat([err[..., :-1], err[..., -1:] * grip_w[idx][:, None, None]], dim=-1)
-        loss = (err * m[idx][:, :, None]).sum() / (m[idx].sum() * head_cfg.action_dim) + extra
-        if aux is not None and cfg.aux_weight > 0:
-            aux_err = (aux - aux_y[idx]).pow(2).sum(1) * aux_m[idx]
-            loss = loss + cfg.aux_weight * aux_err.sum() / aux_m[idx].sum().clamp(min=1.0)
-        return loss
+    add_memory_tensors(t, data, cfg.head)
+    if cfg.head.memory and init is None:  # a fine-tuned head keeps the buffers it was trained with
+        head.ee_xy_mean.copy_(torch.as_tensor(norm.s_mean[:2]))
+        head.ee_xy_std.copy_(torch.as_tensor(np.where(norm.s_std[:2] > 0, norm.s_std[:2], 1)))
 
     best_val, best_state, best_epoch, bad = float("inf"), copy.deepcopy(head.state_dict()), -1, 0
     history: list[dict[str, Any]] = []
     start = time.perf_counter()
     stopped_by = "epochs"
     for epoch in range(cfg.epochs):
-        head.train()
-        if mem is None:
-            perm = train_idx[torch.randperm(len(train_idx), generator=gen)]
-            batches = [perm[b * cfg.batch_size:(b + 1) * cfg.batch_size] for b in range(steps_per_epoch)]
-        else:
-            batches = [torch.as_tensor(b) for b in episode_batches(
-                train_idx.numpy(), data.episode, cfg.frames_per_episode, cfg.batch_size,
-                np.random.default_rng([cfg.seed, epoch]))]
-        total = 0.0
-        for idx in batches:
-            loss = loss_on(idx, augment=True)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += float(loss.detach()) * len(idx)
-            if on_progress is not None:
-                on_progress(1)
-        head.eval()
-        with torch.no_grad():
-            step = 1024 if mem is None else 256
-            val = float(np.mean([float(loss_on(val_idx[i:i + step])) for i in range(0, len(val_idx), step)])) \
-                if len(val_idx) else total / len(train_idx)
+        total = train_epoch(head, t, data, cfg, epoch_batches(train_idx, data, cfg, epoch, steps_per_epoch, gen),
+                            opt, sched, gen, on_progress)
+        val = validation_loss(head, t, data, cfg, val_idx, gen, empty=total / len(train_idx))
         record = {"epoch": epoch + 1, "train_loss": total / len(train_idx), "val_loss": val,
                   "wall_s": round(time.perf_counter() - start, 2)}
         history.append(record)
@@ -461,8 +550,8 @@ def train_head(
             break
     head.load_state_dict(best_state)
     freeze(head)
-    bundle = HeadBundle(head_cfg, head, a_mean.astype(np.float32), a_std.astype(np.float32),
-                        s_mean.astype(np.float32), np.where(s_std > 0, s_std, 1).astype(np.float32))
+    bundle = HeadBundle(cfg.head, head, norm.a_mean.astype(np.float32), norm.a_std.astype(np.float32),
+                        norm.s_mean.astype(np.float32), np.where(norm.s_std > 0, norm.s_std, 1).astype(np.float32))
     stats = {"best_val_loss": best_val, "best_epoch": best_epoch, "epochs_run": len(history),
              "stopped_by": stopped_by, "steps_per_epoch": steps_per_epoch, "train_frames": int(train_m.sum()),
              "val_frames": int(val_m.sum()),
