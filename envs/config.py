@@ -1,12 +1,18 @@
 """Typed options: frozen dataclasses validated from a ``key=value`` mapping (CLI, launch file or suite default).
 
-Every env, policy and agent that takes options declares them as a subclass of :class:`Options`. The fields are the
-valid keys; their annotations are the types (``int``, ``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]``
-and ``tuple[str, ...]`` from a comma-separated string); ``field(metadata={"help": ...})`` documents them for
-``--list``; ``metadata={"min": lo, "max": hi}`` (or ``option(default, doc, min=lo, max=hi)``) declares an
-inclusive range; :meth:`Options.check` adds cross-field checks. Two ranges hold without a declaration: a float is
-finite (no ``inf`` or ``nan``), and a seed (a field named ``seed`` or ``*_seed``) is a non-negative integer. A wrong
-key or value raises :class:`ConfigError` naming the bad value and the valid ones, the same way everywhere.
+Every env, policy and agent that takes options declares them as a subclass of :class:`Options`, and so does every
+component configuration (a ``*Config`` dataclass: a model's sizes, a training run, a matcher; ``policies/aux`` aside,
+which depends on torch and numpy alone), next to the class it configures and holding the only defaults. A policy's
+``--policy-option`` keys live beside the policy and take their defaults from its component configs
+(``policies/vap/configuration.py``). The fields are the valid keys; their annotations are the types (``int``,
+``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]`` and ``tuple[str, ...]`` from a comma-separated string);
+``field(metadata={"help": ...})`` documents them for ``--list``; ``metadata={"min": lo, "max": hi}`` (or
+``option(default, doc, min=lo, max=hi)``) declares an inclusive range; :meth:`Options.check` adds cross-field checks
+(run on construction, however an instance is made). The launch modules' numeric flags are converted and
+range-checked by the same :func:`coerce` and :func:`check_range` (``sim_benchmarks.cli.ArgumentParser``). Two ranges
+hold without a declaration: a float is finite (no ``inf`` or ``nan``), and a seed (a field named ``seed`` or
+``*_seed``) is a non-negative integer. A wrong key or value raises :class:`ConfigError` naming the bad value and the
+valid ones, the same way everywhere.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from envs.errors import ConfigError, choice_error
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Base of every options dataclass; subclasses are ``@dataclass(frozen=True)`` with defaults on every field."""
+    """Base of every options and component-configuration dataclass (``*Options``, ``*Config``); subclasses are
+    ``@dataclass(frozen=True)``. A field without a default is a required constructor argument (a config built in
+    code); ``--list`` and ``from_options`` need defaults on every field."""
 
     # Shown by --list before the field list, e.g. "VAP options".
     title: ClassVar[str] = ""
@@ -46,12 +54,15 @@ class Options:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values = {name: check_range(name, coerce(name, options[name], hints[name]), bounds(fields[name]))
                   for name in names if name in options}
-        out = cls(**values)
-        out.check()
-        return out
+        return cls(**values)  # __post_init__ runs check()
+
+    def __post_init__(self) -> None:
+        # An instance is valid however it was made: from_options, a launch file, or a constructor call in code.
+        self.check()
 
     def check(self) -> None:
-        """Range and cross-field checks; raise ConfigError. The default accepts everything the types allow."""
+        """Range and cross-field checks, run on construction; raise ConfigError. The default accepts everything the
+        types allow."""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values for ``config.json`` (tuples as lists)."""
@@ -121,8 +132,11 @@ def type_name(tp: Any) -> str:
     return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 
-def coerce(name: str, value: Any, tp: Any) -> Any:
-    """``value`` checked (and, for CLI strings, converted) against annotation ``tp``; ConfigError otherwise."""
+def coerce(name: str, value: Any, tp: Any, what: str = "option") -> Any:
+    """``value`` checked (and, for CLI strings, converted) against annotation ``tp``; ConfigError otherwise.
+
+    ``what`` names the kind of value in the message (``"option"``; ``""`` for a command-line flag)."""
+    label = f"{what} {name}".strip()
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -131,53 +145,53 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
                 return None
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:  # Optional[X]: X's own message ("must be an integer")
-            return coerce(name, value, inner[0])
+            return coerce(name, value, inner[0], what)
         for arg in inner:
             try:
-                return coerce(name, value, arg)
+                return coerce(name, value, arg, what)
             except ConfigError:
                 pass
-        raise ConfigError(f"option {name} must be {type_name(tp)}, got {value!r}")
+        raise ConfigError(f"{label} must be {type_name(tp)}, got {value!r}")
     if origin is Literal:
         choices = typing.get_args(tp)
         if value not in choices:
-            raise choice_error(f"value for option {name}", value, [str(c) for c in choices])
+            raise choice_error(f"value for {label}", value, [str(c) for c in choices])
         return value
     if origin is tuple:
         (item,) = typing.get_args(tp)[:1]
         parts = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else None
         if parts is None:
-            raise ConfigError(f"option {name} must be {type_name(tp)}, got {value!r}")
-        return tuple(coerce(name, p.strip() if isinstance(p, str) else p, item) for p in parts if p != "")
+            raise ConfigError(f"{label} must be {type_name(tp)}, got {value!r}")
+        return tuple(coerce(name, p.strip() if isinstance(p, str) else p, item, what) for p in parts if p != "")
     if tp is bool:
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
-        raise ConfigError(f"option {name} must be true or false, got {value!r}")
+        raise ConfigError(f"{label} must be true or false, got {value!r}")
     if tp is int:
         if isinstance(value, str):
             try:
                 value = int(value)
             except ValueError:
-                raise ConfigError(f"option {name} must be an integer, got {value!r}") from None
+                raise ConfigError(f"{label} must be an integer, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
-            raise ConfigError(f"option {name} must be an integer, got {value!r}")
+            raise ConfigError(f"{label} must be an integer, got {value!r}")
         return value
     if tp is float:
         if isinstance(value, str):
             try:
                 value = float(value)
             except ValueError:
-                raise ConfigError(f"option {name} must be a number, got {value!r}") from None
+                raise ConfigError(f"{label} must be a number, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-            raise ConfigError(f"option {name} must be a number, got {value!r}")
+            raise ConfigError(f"{label} must be a number, got {value!r}")
         return float(value)
     if tp is str:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ConfigError(f"option {name} must be a string, got {value!r}")
+            raise ConfigError(f"{label} must be a string, got {value!r}")
         return str(value)
     return value
 

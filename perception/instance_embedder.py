@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.config import Options
 from envs.errors import ConfigError
 from envs.weights import read_weights, write_weights
 from perception.candidate import GREY
@@ -38,19 +39,19 @@ FEATURE_DIM = 1280  # pooled MobileNetV2
 
 
 @dataclass(frozen=True)
-class HeadConfig:
+class HeadConfig(Options):
     """Projection head architecture: FEATURE_DIM → hidden → dim, unit-normalised output."""
 
     hidden: int = 512
     dim: int = 128
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.hidden < 1 or self.dim < 1:
             raise ConfigError(f"head sizes must be positive, got hidden={self.hidden}, dim={self.dim}")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Options):
     """Supervised-contrastive training of the head (all randomness from ``seed``)."""
 
     steps: int = 1200
@@ -62,7 +63,7 @@ class TrainConfig:
     hard_weight: float = 2.0  # same-category negatives sharing colour or pattern weigh this much in the denominator
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.steps < 1 or self.lr <= 0 or self.temperature <= 0 or self.hard_weight <= 0:
             raise ConfigError(f"bad training config {self}: steps >= 1, lr > 0, temperature > 0, hard_weight > 0")
         if self.instances_per_batch < 2 or self.views_per_instance < 2:

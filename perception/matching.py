@@ -24,6 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from envs.config import Options
 from envs.errors import ConfigError
 from perception.candidate import GREY, OBJECT_CROP, Candidate, object_crop
 from perception.embedders import Embedder, MobileNetEmbedder
@@ -38,7 +39,7 @@ _GREY = GREY
 
 
 @dataclass(frozen=True)
-class MatcherConfig:
+class MatcherConfig(Options):
     """Which cues to use and the logistic weights combining them (absolute, relative-to-best-other, bias)."""
 
     components: tuple[str, ...] = DEFAULT_COMPONENTS
@@ -69,7 +70,7 @@ class MatcherConfig:
     # was, and about half the scenes are that clear (the keypoint cue is the matcher's most costly one).
     keypoint_skip_gap: float = 8.0
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         bad = [c for c in self.components if c not in COMPONENTS]
         if bad or not self.components:
             raise ConfigError(f"unknown matcher components {bad or '(none)'}; valid: {', '.join(COMPONENTS)}")

@@ -20,6 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from envs.config import Options
 from perception.candidate import Candidate
 from perception.proposals import ProposalConfig, fit_inverse_depth_plane
 
@@ -59,7 +60,7 @@ def heights_above(depth: np.ndarray, mask: np.ndarray, g: np.ndarray, fovy_deg: 
 
 
 @dataclass(frozen=True)
-class HeightCheckConfig:
+class HeightCheckConfig(Options):
     """How a candidate's height is read and how far outside its category's range it may be before it is dropped."""
 
     quantile: float = 0.95  # of the mask's pixel heights: the object's top, robust to a few stray pixels

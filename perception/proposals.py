@@ -14,9 +14,11 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
+from envs.config import Options
+
 
 @dataclass(frozen=True)
-class ProposalConfig:
+class ProposalConfig(Options):
     """Thresholds of the proposal generator (fractions are of the image area)."""
 
     min_area_frac: float = 0.0008

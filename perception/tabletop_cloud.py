@@ -18,6 +18,8 @@ import numpy as np
 from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError
 
+from envs.config import Options
+
 Pose = tuple[np.ndarray, np.ndarray, float]  # (position, rotation camera→world, vertical fov in degrees)
 
 
@@ -61,7 +63,7 @@ class TabletopObject:
 
 
 @dataclass(frozen=True)
-class GridConfig:
+class GridConfig(Options):
     """Where objects are looked for and how finely."""
 
     low: tuple[float, float] = (-0.45, -0.2)  # xy bounds of the table-top region (the arm's workspace)

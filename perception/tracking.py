@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from envs.config import Options
 from perception.candidate import box_of_mask, mask_iou
 
 
 @dataclass(frozen=True)
-class TrackerConfig:
+class TrackerConfig(Options):
     """Re-localisation period and association thresholds."""
 
     every: int = 5  # steps between re-localisations (1 = every step)

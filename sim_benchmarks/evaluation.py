@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, KeysView, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from envs.atomic_io import write_json_atomic
+from envs.config import Options
 from envs.errors import ConfigError, choice_error
 from sim_benchmarks import registry
 from sim_benchmarks.executors import EXECUTORS, make_executor
@@ -24,9 +25,11 @@ MAX_EPISODES = 200_000  # tasks x policies x episodes
 MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))
 
 
-@dataclass
-class EvalConfig:
-    """One evaluation: suite (and optional task), policies, episodes per task per policy, seeds, execution."""
+@dataclass(frozen=True)
+class EvalConfig(Options):
+    """One evaluation: suite (and optional task), policies, episodes per task per policy, seeds, execution.
+
+    ``None`` fields mean "the suite's default"; :func:`resolved` fills them in (and the suite's policy options)."""
 
     env: str
     policies: list[str] | None = None  # None: the suite's defaults
@@ -68,7 +71,6 @@ def validate(cfg: EvalConfig) -> tuple[registry.SuiteSpec, list[str], list[str],
     if len(set(names)) != len(names):
         raise ConfigError(f"--policy lists a policy twice: {','.join(names)}")
     registry.check_policy_options(suite.name, cfg.policy_options)
-    cfg.policy_options = {**suite.default_policy_options, **cfg.policy_options}
     if suite.options_type is not None:
         suite.options_type.from_options(cfg.env_options)
     episodes = suite.default_episodes if cfg.episodes is None else cfg.episodes
@@ -82,22 +84,28 @@ def validate(cfg: EvalConfig) -> tuple[registry.SuiteSpec, list[str], list[str],
     if episodes * len(tasks) * len(names) > MAX_EPISODES:
         raise ConfigError(f"--episodes {episodes} x {len(tasks)} task(s) x {len(names)} policy(ies) is "
                           f"{episodes * len(tasks) * len(names)} episodes; at most {MAX_EPISODES} per run")
-    if cfg.workers is None:
-        cfg.workers = suite.default_workers
-    if not 1 <= cfg.workers <= MAX_WORKERS:
-        raise ConfigError(f"--workers must be in 1..{MAX_WORKERS}, got {cfg.workers}")
-    if cfg.executor is None:
-        cfg.executor = "process" if cfg.workers > 1 else "serial"
+    full = resolved(cfg, suite)
+    if not 1 <= full.workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be in 1..{MAX_WORKERS}, got {full.workers}")
     if cfg.video < 0:
         raise ConfigError(f"--video must be >= 0, got {cfg.video}")
-    if cfg.executor not in EXECUTORS:
-        raise choice_error("executor", cfg.executor, EXECUTORS)
-    if cfg.executor == "ray":
+    if full.executor not in EXECUTORS:
+        raise choice_error("executor", full.executor, EXECUTORS)
+    if full.executor == "ray":
         try:
             import ray  # noqa: F401
         except ImportError:
             raise ConfigError("--executor ray needs the 'ray' extra: pip install 'embodia[ray]'") from None
     return suite, tasks, names, episodes
+
+
+def resolved(cfg: EvalConfig, suite: registry.SuiteSpec | None = None) -> EvalConfig:
+    """``cfg`` with the suite's defaults filled in: its policy options under the user's, its worker count, and the
+    executor (process pool when there is more than one worker)."""
+    suite = suite or resolve_env(cfg.env)[0]
+    workers = suite.default_workers if cfg.workers is None else cfg.workers
+    return replace(cfg, policy_options={**suite.default_policy_options, **cfg.policy_options}, workers=workers,
+                   executor=cfg.executor if cfg.executor is not None else "process" if workers > 1 else "serial")
 
 
 class _ReadTracker(Mapping):
@@ -198,6 +206,7 @@ def run_evaluation(cfg: EvalConfig, on_progress: Callable[[int], None] | None = 
     ``on_start(n)`` is told how many episodes remain; ``on_progress(1)`` is called per finished episode.
     """
     suite, tasks, names, episodes = validate(cfg)
+    cfg = resolved(cfg, suite)
     out = check_out_dir(cfg.out) if cfg.out else default_out_dir(suite.name)
     check_buildable(suite, tasks, names, cfg)
     config = {

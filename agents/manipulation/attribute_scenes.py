@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.config import Options
 from envs.errors import choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.objects import find_instance
@@ -26,7 +27,7 @@ MAX_OBJECTS = 12  # object ids per scene are stored padded to this many
 
 
 @dataclass(frozen=True)
-class SceneConfig:
+class SceneConfig(Options):
     """Which scenes: one task, a split, a count and the first seed (scene i uses seed ``seed + i``)."""
 
     task: str = "fractal_pick"
@@ -36,7 +37,7 @@ class SceneConfig:
     input_size: int = 128
     head_size: int = 0  # > 0: also keep each frame at the VLA head's input size (the base localiser's training)
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.task not in GENERIC_TASKS:
             raise choice_error("generic task", self.task, list(GENERIC_TASKS))
         if self.split not in SCENE_SPLITS:

@@ -49,6 +49,7 @@ from agents.manipulation.demonstrations import (
     describe_options,
     episode_rng,
 )
+from envs.config import Options
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.objects import find_instance
 from envs.manipulation.scene import MAX_DELTA_POS, MAX_DELTA_ROT
@@ -66,7 +67,7 @@ VLABENCH_DRIVEN_PARTS = {**DRIVEN_PARTS, "all": 3}
 
 
 @dataclass(frozen=True)
-class VLABenchDemoConfig:
+class VLABenchDemoConfig(Options):
     """What to collect on the generic track: tasks, episode count, DART noise, rendering and seed."""
 
     tasks: tuple[str, ...] = BASE_TASKS
@@ -89,7 +90,7 @@ class VLABenchDemoConfig:
     driven_part: str = "approach"
     label_frame: str = "command"  # "hand": deltas from the measured TCP (module docstring)
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         for t in self.tasks:
             if t not in TASKS:
                 raise choice_error("demonstration task", t, sorted(TASKS))

@@ -30,6 +30,7 @@ import torch
 from agents.vimrag.agent import VimragAgent
 from agents.vimrag.memory import DagMemory
 from agents.vimrag.planner import ACTIONS, LearnedPlanner, PolicyNet, action_mask, state_features
+from envs.config import Options
 from envs.errors import ConfigError, choice_error
 from envs.rag.corpus import Question, sample_by_type
 
@@ -37,7 +38,7 @@ CREDITS = ("ggpo", "trajectory")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Options):
     """One training run: credit scheme, episode budget, group size and optimiser settings."""
 
     credit: str = "ggpo"

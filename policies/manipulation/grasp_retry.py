@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from envs.config import Options
 from envs.errors import ConfigError
 from policies.base import Policy
 
 
 @dataclass(frozen=True)
-class GraspRetryConfig:
+class GraspRetryConfig(Options):
     """When a grasp counts as empty and what the retry does."""
 
     max_retries: int = 2
@@ -30,7 +31,7 @@ class GraspRetryConfig:
     open_steps: int = 3  # steps of "open and rise" before the base policy takes over again
     rise: float = 0.03  # metres per step upward while reopening (the env clips deltas at 3 cm)
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.max_retries < 0:
             raise ConfigError(f"grasp max_retries must be >= 0, got {self.max_retries}")
         if not 0.0 < self.empty_width < 0.08:

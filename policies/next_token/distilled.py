@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.config import Options
 from envs.games.env import RepeatedGameEnv
 from envs.games.matrix import MatrixGame
 from envs.games.opponents import AntiModelOpponent, MixtureOpponent
@@ -24,7 +25,7 @@ from policies.next_token.predictors import NGramPredictor
 
 
 @dataclass(frozen=True)
-class DistillConfig:
+class DistillConfig(Options):
     """Size of the distilled model and of its training run."""
 
     rounds: int = 200

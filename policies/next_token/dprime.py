@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.config import Options
 from envs.errors import ConfigError
 from envs.games.matrix import MatrixGame
 from envs.games.opponents import AntiModelOpponent, MixtureOpponent
@@ -213,7 +214,7 @@ class LogitResponseAgent(RepeatedGameAgent):
 
 
 @dataclass(frozen=True)
-class DPrimeConfig:
+class DPrimeConfig(Options):
     """The D' training run: horizon (= model context - 1), decision rule, data mix, model size, optimisation."""
 
     rounds: int = 200

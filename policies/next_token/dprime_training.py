@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.config import Options
 from envs.errors import ConfigError
 from envs.games.matrix import MatrixGame
 from envs.games.opponents import MixtureOpponent
@@ -160,7 +161,7 @@ def _tv_split(tv: np.ndarray, tv_base: np.ndarray, after: np.ndarray) -> dict[st
 
 
 @dataclass(frozen=True)
-class KLTrainConfig:
+class KLTrainConfig(Options):
     """Training on exact D' conditionals: model size, optimisation, data mix, early stopping."""
 
     steps: int = 200

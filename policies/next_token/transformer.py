@@ -19,12 +19,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.config import Options
 from envs.errors import ConfigError
 from envs.weights import check_finite
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(Options):
     """Architecture of the next-token model."""
 
     n_actions: int = 3
@@ -80,7 +81,7 @@ class CausalTransformer(nn.Module):
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Options):
     """Next-token training on D: dataset size, optimisation, logging."""
 
     steps: int = 600

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import jsonschema
 import numpy as np
 
+from envs.config import Options
 from envs.services.programs.checker import KEY_FIELD, MAX_CALLS, MAX_ITER, check
 from envs.services.programs.program import ProgramError, parse_program
 
@@ -76,7 +77,7 @@ class RandomChooser:
 
 
 @dataclass(frozen=True)
-class ConstructorConfig:
+class ConstructorConfig(Options):
     """Limits that make decoding end and keep programs inside the checker's bounds."""
 
     max_statements: int = 24  # statements in the whole program

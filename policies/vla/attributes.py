@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from envs.config import Options
 from envs.errors import ConfigError
 from envs.manipulation.objects import CATEGORIES, COLOURS, PATTERNS
 from policies.vla.checkpoint_files import attach_part, load_part, save_part
@@ -36,7 +37,7 @@ WEIGHTS_FILE = "attributes.pt"
 
 
 @dataclass(frozen=True)
-class AttributeConfig:
+class AttributeConfig(Options):
     """Architecture and how strongly the detectors re-weight the memory heatmap (stored with the weights)."""
 
     vocab: tuple[str, ...] = VOCAB
@@ -130,7 +131,7 @@ class AttributeGrounder:
 
 # -- training ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class AttributeTrainConfig:
+class AttributeTrainConfig(Options):
     """Optimisation settings (seeded; the same data, seed and threads give the same weights)."""
 
     epochs: int = 10

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from envs.config import Options
 from envs.errors import ConfigError
 from policies.vla.attributes import STRIDE, config_from_dict, fit_shifted
 from policies.vla.checkpoint_files import attach_part, load_part, save_part
@@ -38,7 +39,7 @@ MAP_FLOOR = -40.0  # log-probabilities below this carry no information; clamping
 
 
 @dataclass(frozen=True)
-class LocaliserConfig:
+class LocaliserConfig(Options):
     """Architecture and read-out (stored with the weights)."""
 
     input_size: int = 128  # the image, as the attribute detectors see it
@@ -127,7 +128,7 @@ class BaseLocaliser:
 
 # -- training ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class LocaliserTrainConfig:
+class LocaliserTrainConfig(Options):
     """Optimisation settings (seeded; the same data, seed and threads give the same weights)."""
 
     epochs: int = 8

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from envs.config import Options
 from envs.errors import ConfigError
 
 
@@ -46,7 +47,7 @@ def pixels_to_input(images: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class HeadConfig:
+class HeadConfig(Options):
     """Architecture of the FiLM action head (all sizes stored in the checkpoint)."""
 
     vision: VisionSpec = field(default_factory=VisionSpec)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from envs.config import Options
 from envs.errors import ConfigError
 from envs.manipulation.scene import project_to_image
 from policies.vla.checkpoint import HeadBundle
@@ -28,7 +29,7 @@ MEMORY_SOURCES = ("estimate", "true")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Options):
     """Optimisation settings; ``max_minutes`` is a safety cap (hitting it makes a run timing-dependent)."""
 
     head: HeadConfig = field(default_factory=HeadConfig)
@@ -72,7 +73,7 @@ class TrainConfig:
     # after the gripper command already shows closed: in closed loop it never closes. 0 = the expert's labels.
     grasp_frames: int = 0
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.memory_source not in MEMORY_SOURCES:
             raise ConfigError(f"memory_source must be one of {', '.join(MEMORY_SOURCES)}, got {self.memory_source!r}")
         if self.switch_weight < 1.0:

@@ -44,19 +44,19 @@ def test_bad_input_exits_2_with_one_line(args, word):
 
 
 def test_generic_policies_default_to_the_suite_trained_checkpoint_and_the_run_config_records_it():
-    from sim_benchmarks.evaluation import EvalConfig, validate
+    from sim_benchmarks.evaluation import EvalConfig, resolved, validate
     from sim_benchmarks.suites.personalized_vlabench import VLA_CHECKPOINT
 
     cfg = EvalConfig(env="personalized_vlabench", policies=["generic", "vap"])
     validate(cfg)
-    assert cfg.policy_options["vla_checkpoint"] == str(VLA_CHECKPOINT)
+    assert resolved(cfg).policy_options["vla_checkpoint"] == str(VLA_CHECKPOINT)
     own = EvalConfig(env="personalized_vlabench", policies=["generic"],
                      policy_options={"vla_checkpoint": "checkpoints/generic_vla"})
     validate(own)  # the user's value wins
-    assert own.policy_options["vla_checkpoint"] == "checkpoints/generic_vla"
+    assert resolved(own).policy_options["vla_checkpoint"] == "checkpoints/generic_vla"
     simpler = EvalConfig(env="personalized_simpler", policies=["generic"])
     validate(simpler)
-    assert "vla_checkpoint" not in simpler.policy_options
+    assert "vla_checkpoint" not in resolved(simpler).policy_options
 
 
 def test_a_bad_memory_source_exits_2_with_one_line_before_anything_is_written(tmp_path):

@@ -28,6 +28,7 @@ import torch
 from scipy.stats import rankdata
 from torch.nn import functional as F
 
+from envs.config import Options
 from policies.aux.lm_geometry.curvature import (
     curvature,
     next_token_entropy,
@@ -68,7 +69,7 @@ SENS_START = max(SENS_KS) + 1  # first position where every k in the sweep is de
 
 
 @dataclass(frozen=True)
-class CurvatureStudyConfig:
+class CurvatureStudyConfig(Options):
     """Sizes of one run; ``quick`` shrinks every part to a smoke run."""
 
     n_chunks: int = 20

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from envs.config import Options
 from policies.aux.lm_geometry.instemb import (
     InstEmbConfig,
     InstEmbEncoder,
@@ -89,7 +90,7 @@ VARIANTS = ("mean", "last", "instemb")
 
 
 @dataclass(frozen=True)
-class StudyConfig:
+class StudyConfig(Options):
     """Sizes of one seed's run (the full run; ``quick`` shrinks them)."""
 
     lm_steps: int = 700

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from envs.config import Options
 from policies.aux.lm_geometry.subspace_path import (
     AttentionProjections,
     HeadGate,
@@ -78,7 +79,7 @@ ARMS = ("subspace", "magnitude", "taylor", "random")
 
 
 @dataclass(frozen=True)
-class StudyConfig:
+class StudyConfig(Options):
     """Sizes of one run (the full 5-seed run took about 6 minutes of CPU time on one loaded core)."""
 
     n_calib: int = 16  # calibration pairs per scenario
