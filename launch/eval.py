@@ -56,6 +56,9 @@ def print_listing() -> None:
         if spec.options_type is not None:
             for line in spec.options_type.describe():
                 out(f"    --policy-option {line}\n")
+        for suite_name, options_type in spec.extension_types:
+            for line in options_type.describe():
+                out(f"    --policy-option {line}  (on {suite_name})\n")
     trainers = registry.trainers()
     if trainers:
         out("training families (python -m launch.train):\n")

@@ -80,8 +80,10 @@ def _extend(ext: PolicyExtension) -> None:
         return factory(ctx) if ctx.suite == suite else original(ctx)
 
     suites = spec.suites if not spec.suites or suite in spec.suites else (*spec.suites, suite)
+    typed = ((suite, ext.options_type),) if ext.options_type is not None else ()
     _POLICIES[ext.name] = replace(spec, suites=suites, factory=build,
-                                  options=tuple(dict.fromkeys((*spec.options, *ext.options))))
+                                  options=tuple(dict.fromkeys((*spec.options, *ext.options))),
+                                  extension_types=spec.extension_types + typed)
 
 
 def _given_policies(factory: Callable[[PolicyContext], Any]) -> Callable[[PolicyContext], Any]:
@@ -209,9 +211,8 @@ def check_policy_options(suite: str, options: Mapping[str, Any]) -> None:
         if key not in valid:
             raise ConfigError(f"unknown policy option {key!r} for {suite}; valid: {', '.join(valid) or '(none)'}")
     for name in policies_for(suite):  # values: each typed policy checks the keys it owns (types and ranges)
-        spec = _POLICIES[name]
-        if spec.options_type is not None:
-            spec.options_type.from_options(options, strict=False)
+        for options_type in _POLICIES[name].typed_options(suite):
+            options_type.from_options(options, strict=False)
 
 
 def trainer_for(env: str) -> TrainerSpec | None:

@@ -70,11 +70,19 @@ class PolicySpec:
     # The typed options dataclass (an ``envs.config.Options``) the factory validates ``ctx.options`` with; its fields
     # are added to ``options``, and ``--list`` prints them with types and defaults.
     options_type: type | None = None
+    # (suite, Options type) of the keys a PolicyExtension's factory reads in that suite (see ``options_type``).
+    extension_types: tuple[tuple[str, type], ...] = ()
 
     def option_names(self) -> tuple[str, ...]:
         """Every ``--policy-option`` key this policy reads: the declared names plus the typed fields."""
         typed = tuple(self.options_type.names()) if self.options_type is not None else ()
-        return tuple(dict.fromkeys((*self.options, *typed)))
+        extended = tuple(n for _, t in self.extension_types for n in t.names())
+        return tuple(dict.fromkeys((*self.options, *typed, *extended)))
+
+    def typed_options(self, suite: str) -> tuple[type, ...]:
+        """The Options types that check this policy's keys in ``suite``: its own and its extensions' there."""
+        own = (self.options_type,) if self.options_type is not None else ()
+        return own + tuple(t for s, t in self.extension_types if s == suite)
 
 
 @dataclass(frozen=True)
@@ -96,12 +104,14 @@ class TrainerSpec:
 @dataclass(frozen=True)
 class PolicyExtension:
     """Offer the policy ``name`` (declared by a module loaded earlier) for one more ``suite`` too, built there by
-    ``factory``; the other suites keep their factory. ``options`` adds option keys the new factory reads."""
+    ``factory``; the other suites keep their factory. ``options`` adds option keys the new factory reads;
+    ``options_type`` adds typed ones (an ``envs.config.Options``, checked before the run as the policy's own are)."""
 
     name: str
     suite: str
     factory: Callable[[PolicyContext], Any]
     options: tuple[str, ...] = ()
+    options_type: type | None = None
 
 
 Spec = SuiteSpec | PolicySpec | PolicyExtension | TrainerSpec

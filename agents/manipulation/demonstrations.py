@@ -27,15 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from envs.config import Options
 from envs.errors import ConfigError, choice_error
 from envs.manipulation.env import make_env
 from envs.manipulation.objects import PATTERN_WORDS, ObjectInstance, find_instance
 from envs.manipulation.tasks import GENERIC_TASKS, instruction
-from policies.manipulation.scripted_expert import HOLD_PHASES, ScriptedExpert
+from policies.manipulation.scripted_expert import HOLD_PHASES, ExpertOptions, ScriptedExpert
 
 
 @dataclass(frozen=True)
-class DemoConfig:
+class DemoConfig(Options):
     """What to collect: tasks, episode count, noise and seed."""
 
     tasks: tuple[str, ...] = tuple(GENERIC_TASKS)
@@ -46,7 +47,7 @@ class DemoConfig:
     image_size: int = 224
     keep_failed: bool = False
     relabel: bool = True
-    descent: str = "gated"  # the expert's descent rule (see policies.manipulation.scripted_expert.DESCENTS)
+    descent: str = ExpertOptions.expert_descent  # the expert's descent rule (see scripted_expert.DESCENTS)
     split: str = "train"  # instance pool: "train" or "train_extended" (+ extra designs; never a test design)
     # DAgger: a generic-VLA checkpoint folder that executes the approach + descent ("" = the expert executes all);
     # its sha256 is part of the config, so blocks of another checkpoint are never reused.
@@ -59,7 +60,7 @@ class DemoConfig:
     regrasps: int = 0
     drop_fraction: float = 0.0
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.regrasps < 0:
             raise ConfigError(f"expert re-grasps (--expert-regrasps) must be >= 0, got {self.regrasps}")
         if not 0.0 <= self.drop_fraction <= 1.0:

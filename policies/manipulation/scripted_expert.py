@@ -8,16 +8,20 @@ action while ``last_clean_action`` keeps the clean label for demonstrations.
 from __future__ import annotations
 
 import math
-from typing import Any
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
+from envs.config import Options, require
 from envs.errors import ConfigError, choice_error
 from policies.base import policy_seed_rng
 
 MAX_POS, MAX_ROT = 0.03, 0.15  # the env's per-step clip (see envs.manipulation.scene)
 SURFACE = {"plate": 0.008, "basket": 0.006, "": 0.0}
-DESCENTS = ("gated", "funnel", "coarse")
+Descent = Literal["gated", "funnel", "coarse"]
+DESCENTS: tuple[str, ...] = typing.get_args(Descent)
 HOVER = 0.09  # approach height above the grasp point
 LOST_STEPS = 2  # consecutive steps without both fingers on the object before a grasp counts as lost
 HOLD_PHASES = ("lift", "carry", "lower")  # the phases in which the expert holds the object (a loss is noticed)
@@ -28,6 +32,18 @@ def _wrap_half_turn(angle: float) -> float:
     return (angle + math.pi / 2) % math.pi - math.pi / 2
 
 
+@dataclass(frozen=True)
+class ExpertOptions(Options):
+    """``--policy-option`` keys of the scripted expert (the defaults of :class:`ScriptedExpert` too)."""
+
+    title = "scripted expert"
+    expert_noise: float = field(default=0.0, metadata={"help": "std of Gaussian noise on executed actions"})
+    expert_descent: Descent = field(default="gated", metadata={"help": "approach before a grasp"})
+
+    def check(self) -> None:
+        require(0 <= self.expert_noise <= 1, f"expert_noise must be in [0, 1], got {self.expert_noise}")
+
+
 class ScriptedExpert:
     """Phase machine: approach above the target → descend → close → lift → (carry → lower → release).
 
@@ -35,7 +51,8 @@ class ScriptedExpert:
     dropped) sends the expert back: open, rise straight up (no sweep through the object), approach again.
     """
 
-    def __init__(self, env: Any, noise_std: float = 0.0, seed: int = 0, descent: str = "gated",
+    def __init__(self, env: Any, noise_std: float = ExpertOptions.expert_noise, seed: int = 0,
+                 descent: str = ExpertOptions.expert_descent,
                  max_regrasps: int = 0) -> None:
         if descent not in DESCENTS:
             raise choice_error("expert descent", descent, DESCENTS)

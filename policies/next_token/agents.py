@@ -8,12 +8,36 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
+from envs.config import Options, require
 from envs.errors import ConfigError, choice_error
 from policies.next_token.predictors import Predictor
+
+
+@dataclass(frozen=True)
+class WindowOptions(Options):
+    """``--policy-option`` keys of the bounded-context robustified agent (:class:`WindowedRobustAgent`)."""
+
+    title = "windowed_robust"
+    window: int = field(default=100, metadata={"help": "context window (rounds) of the predictor and the trigger"})
+
+    def check(self) -> None:
+        require(self.window >= 1, f"window must be >= 1, got {self.window}")
+
+
+@dataclass(frozen=True)
+class TauOptions(Options):
+    """``--policy-option`` keys of the explicit-layer robustified transformer
+    (:class:`policies.next_token.explicit_layers.ExplicitRobustAgent`)."""
+
+    title = "robust_transformer"
+    tau: Literal["delta", "exp"] | float = field(
+        default="delta",
+        metadata={"help": "trigger threshold: delta = sqrt(2T ln(K/0.05)), exp = T^(2/3), or a number"})
 
 
 def hedge_eta(rounds: int, n_actions: int) -> float:

@@ -1,6 +1,7 @@
 """VAP — Visual Attentive Prompting: ground "my <object>" with perception, then prompt a frozen generic policy.
 
-- :mod:`configuration`: :class:`VAPConfig`, how candidates are scored and when grounding fails.
+- :mod:`configuration`: :class:`VAPConfig`, how candidates are scored and when grounding fails, and
+  :class:`VAPOptions`, the policy's ``--policy-option`` keys (scoring defaults taken from :class:`VAPConfig`).
 - :mod:`modeling`: :class:`VisualAttentivePrompting`, the policy (detect → match → track → prompt).
 - :mod:`multiview`: :class:`MultiViewVAP`, the same over several calibrated views.
 
@@ -10,9 +11,9 @@ first use, so that option declarations can read :class:`VAPConfig`'s defaults wi
 
 from typing import Any
 
-from policies.vap.configuration import VAPConfig
+from policies.vap.configuration import VAPConfig, VAPOptions
 
-__all__ = ["VAPConfig", "VisualAttentivePrompting", "category_prior"]
+__all__ = ["VAPConfig", "VAPOptions", "VisualAttentivePrompting", "category_prior"]
 
 
 def __getattr__(name: str) -> Any:

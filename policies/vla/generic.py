@@ -20,11 +20,11 @@ import torch
 from envs.errors import ConfigError, choice_error
 from perception.text_encoder import EMBED_DIM, load_text_encoder
 from policies.vla.checkpoint import DEFAULT_CHECKPOINT, HeadBundle, load_checkpoint
+from policies.vla.configuration import EXECUTION_MODES, VLAOptions
 from policies.vla.conversions import ActionQueue, TemporalEnsembler, first_camera
 from policies.vla.model import AUX_SCALE
 from policies.vla.vision_input import image_features
 
-EXECUTION_MODES = ("first", "ensemble", "queue")
 _MY = re.compile(r"\bmy\b", flags=re.IGNORECASE)
 
 
@@ -64,13 +64,13 @@ class GenericVLA:
     def __init__(
         self,
         bundle: HeadBundle,
-        execution: str = "first",
+        execution: str = VLAOptions.vla_execution,
         ensemble_decay: float = 0.01,
-        action_steps: int | None = None,
+        action_steps: int | None = VLAOptions.vla_action_steps,
         instruction_rewrite: Callable[[str], str] | None = None,
         text_encoder: Any = None,
-        attributes: bool = True,
-        localiser: bool = True,
+        attributes: bool = VLAOptions.vla_attributes,
+        localiser: bool = VLAOptions.vla_localiser,
         memory_refiner: Any = None,
     ) -> None:
         if execution not in EXECUTION_MODES:

@@ -27,18 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from envs.errors import choice_error
 from envs.manipulation.vlabench.frames import BASE_POS, from_base, to_base
+from policies.vla.configuration import MEMORY_SOURCES, VLAMemoryOptions  # noqa: F401  (MEMORY_SOURCES: API)
 
-MEMORY_SOURCES = ("own", "depth", "perceived")
 SNAP_RADIUS = 0.08  # metres: an own estimate farther than this from every footprint is kept (nothing to snap to)
 
 
 def check_memory_source(source: str) -> str:
-    """``source`` if it is one of ``MEMORY_SOURCES``, else a ``ConfigError`` naming the valid ones."""
-    if source not in MEMORY_SOURCES:
-        raise choice_error("vla_memory", source, MEMORY_SOURCES)
-    return source
+    """``source`` if it is one of ``MEMORY_SOURCES``, else a ``ConfigError`` naming the valid ones (parsed as the
+    ``vla_memory`` option is: :class:`policies.vla.configuration.VLAMemoryOptions`)."""
+    return VLAMemoryOptions.from_options({"vla_memory": source}).vla_memory
 
 
 def world_to_state(xy: np.ndarray) -> np.ndarray:

@@ -3,40 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from agents.repeated_game import games_episode_metrics
-from envs.config import Options, require
+from envs.config import Options
 from envs.games import GAMES, TASKS, GamesEnvOptions, make_games_env
 from envs.games.env import RepeatedGameEnv
-from policies.next_token.agents import BestResponseAgent, HedgeAgent, RobustAgent, WindowedRobustAgent
+from policies.next_token.agents import (
+    BestResponseAgent,
+    HedgeAgent,
+    RobustAgent,
+    TauOptions,
+    WindowedRobustAgent,
+    WindowOptions,
+)
 from policies.next_token.predictors import NGramPredictor
 from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec, TrainerSpec
 from sim_benchmarks.training.next_token import NextTokenTrainOptions, run_training
 
 SUITE = "games"
-
-
-@dataclass(frozen=True)
-class WindowOptions(Options):
-    """Options of the bounded-context robustified agent."""
-
-    title = "windowed_robust"
-    window: int = field(default=100, metadata={"help": "context window (rounds) of the predictor and the trigger"})
-
-    def check(self) -> None:
-        require(self.window >= 1, f"window must be >= 1, got {self.window}")
-
-
-@dataclass(frozen=True)
-class TauOptions(Options):
-    """Options of the explicit-layer robustified transformer."""
-
-    title = "robust_transformer"
-    tau: Literal["delta", "exp"] | float = field(
-        default="delta",
-        metadata={"help": "trigger threshold: delta = sqrt(2T ln(K/0.05)), exp = T^(2/3), or a number"})
 
 
 def make_env(task: str, options: Mapping[str, Any]) -> RepeatedGameEnv:

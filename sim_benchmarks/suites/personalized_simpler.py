@@ -5,13 +5,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from envs.config import Options, require
 from envs.errors import choice_error
 from envs.manipulation.env import GENERIC_TASKS, PERSONALIZED_TASKS, PersonalizedSimplerEnv, SimplerConfig, make_env
-from policies.manipulation.scripted_expert import ScriptedExpert
+from policies.manipulation.scripted_expert import ExpertOptions, ScriptedExpert
 from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec, SuiteSpec
 
 SUITES = ("personalized_simpler", "generic_simpler")
@@ -52,19 +50,6 @@ SPECS.append(SuiteSpec(
     max_steps=80,
     options_type=SimplerConfig,
 ))
-
-
-@dataclass(frozen=True)
-class ExpertOptions(Options):
-    """``--policy-option`` keys of the scripted expert."""
-
-    title = "scripted expert"
-    expert_noise: float = field(default=0.0, metadata={"help": "std of Gaussian noise on executed actions"})
-    expert_descent: Literal["gated", "funnel", "coarse"] = field(default="gated",
-                                                                 metadata={"help": "approach before a grasp"})
-
-    def check(self) -> None:
-        require(0 <= self.expert_noise <= 1, f"expert_noise must be in [0, 1], got {self.expert_noise}")
 
 
 def _expert(ctx: PolicyContext) -> ScriptedExpert:

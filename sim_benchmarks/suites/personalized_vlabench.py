@@ -20,6 +20,9 @@ from typing import Any
 
 from envs.errors import ConfigError, choice_error
 from envs.paths import CHECKPOINTS
+from policies.manipulation.scripted_expert import ExpertOptions
+from policies.vap.configuration import VAPViewOptions
+from policies.vla.configuration import PromptBaseOptions, VLAMemoryOptions
 from sim_benchmarks.specs import PolicyContext, PolicyExtension, PolicySpec, Spec, SuiteSpec
 from sim_benchmarks.suites import vap_policies, vla_policies
 
@@ -83,7 +86,8 @@ SPECS.append(SuiteSpec(
 def _expert(ctx: PolicyContext) -> Any:
     from policies.manipulation.vlabench_expert import VLABenchExpert
 
-    return VLABenchExpert(ctx.env, seed=ctx.seed, noise_std=float(ctx.options.get("expert_noise", 0.0)))
+    noise = ExpertOptions.from_options(ctx.options, strict=False).expert_noise  # the scripted expert's option
+    return VLABenchExpert(ctx.env, seed=ctx.seed, noise_std=noise)
 
 
 SPECS.append(PolicyExtension("scripted_expert", SUITE, _expert))
@@ -103,17 +107,18 @@ def _absolute(builder: Any) -> Any:
     return build
 
 
-# Where the generic head's object memory comes from (policies/vla/perceived_memory.py): its own first-frame estimate
-# (default), or placed by the modular base's fused three-view depth ("depth": the head chooses the object, depth
-# places it; "perceived": the modular base's choice). Bases built for VAP or a prompt baseline read it too.
+# Where the generic head's object memory comes from: the typed ``vla_memory`` option (VLAMemoryOptions, declared with
+# the VLA's configuration). Bases built for VAP or a prompt baseline read it too.
 MEMORY_OPTION = "vla_memory"
 
 
 def _memory_refiner(ctx: PolicyContext) -> Any:
-    from policies.vla.perceived_memory import PerceivedMemory, check_memory_source
+    source = VLAMemoryOptions.from_options(ctx.options, strict=False).vla_memory
+    if source == "own":
+        return None
+    from policies.vla.perceived_memory import PerceivedMemory
 
-    source = check_memory_source(str(ctx.options.get(MEMORY_OPTION, "own")))
-    return None if source == "own" else PerceivedMemory(_modular(ctx), source)
+    return PerceivedMemory(_modular(ctx), source)
 
 
 def _with_memory(build: Any) -> Any:
@@ -138,20 +143,17 @@ def _with_memory(build: Any) -> Any:
 _generic = _with_memory(vla_policies._generic)
 
 
-SPECS.append(PolicyExtension("generic", SUITE, _absolute(_generic), options=(MEMORY_OPTION,)))
+SPECS.append(PolicyExtension("generic", SUITE, _absolute(_generic), options_type=VLAMemoryOptions))
 
 # The learned-prompt baselines' base: the generic VLA (default) or the modular base (``modular``, below), which reads
 # the hard prompt's colour word as it reads VAP's. The soft prompt replaces the encoded instruction by a vector, which
-# only a head conditioned on instruction embeddings can take: the modular base reads words, so it refuses.
+# only a head conditioned on instruction embeddings can take: the modular base reads words, so it refuses (the key:
+# PromptBaseOptions, with the VLA's configuration).
 PROMPT_BASE_OPTION = "prompt_base"
-PROMPT_BASES = ("generic", "modular")
 
 
 def _prompt_base(ctx: PolicyContext) -> str:
-    name = str(ctx.options.get(PROMPT_BASE_OPTION, "generic"))
-    if name not in PROMPT_BASES:
-        raise choice_error(PROMPT_BASE_OPTION, name, PROMPT_BASES)
-    return name
+    return PromptBaseOptions.from_options(ctx.options, strict=False).prompt_base
 
 
 def _hard_prompt(ctx: PolicyContext) -> Any:
@@ -169,23 +171,17 @@ def _soft_prompt(ctx: PolicyContext) -> Any:
     return _absolute(_with_memory(vla_policies._soft_prompt))(ctx)
 
 
-SPECS.append(PolicyExtension("hard_prompt", SUITE, _hard_prompt, options=(PROMPT_BASE_OPTION,)))
-SPECS.append(PolicyExtension("soft_prompt", SUITE, _soft_prompt, options=(PROMPT_BASE_OPTION,)))
-
-VIEW_OPTION = "vap_views"  # comma-separated grounding views (default: left,right,front)
-DEFAULT_VIEWS = ("left", "right", "front")
+SPECS.append(PolicyExtension("hard_prompt", SUITE, _hard_prompt, options_type=PromptBaseOptions))
+SPECS.append(PolicyExtension("soft_prompt", SUITE, _soft_prompt, options_type=PromptBaseOptions))
 
 
 def _views(ctx: PolicyContext) -> tuple[str, ...]:
     from envs.manipulation.vlabench.scene import CAMERAS
 
-    raw = ctx.options.get(VIEW_OPTION, ",".join(DEFAULT_VIEWS))
-    views = tuple(v.strip() for v in (raw.split(",") if isinstance(raw, str) else raw) if str(v).strip())
+    views = VAPViewOptions.from_options(ctx.options, strict=False).vap_views
     for v in views:
         if v not in CAMERAS:
             raise choice_error("vap_views view", v, CAMERAS)
-    if "front" not in views:
-        raise ConfigError(f"vap_views must include front (the base policy's view), got {','.join(views)}")
     available = ctx.env.unwrapped.config.cameras
     missing = [v for v in views if v not in available]
     if missing:
@@ -205,8 +201,8 @@ def _vap(ctx: PolicyContext, oracle: bool) -> Any:
                         config=single.config, target_id_fn=lambda: int(env.personal_body_id))
 
 
-SPECS.append(PolicyExtension("vap", SUITE, lambda ctx: _vap(ctx, oracle=False), options=(VIEW_OPTION,)))
-SPECS.append(PolicyExtension("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True), options=(VIEW_OPTION,)))
+SPECS.append(PolicyExtension("vap", SUITE, lambda ctx: _vap(ctx, oracle=False), options_type=VAPViewOptions))
+SPECS.append(PolicyExtension("oracle_mask", SUITE, lambda ctx: _vap(ctx, oracle=True), options_type=VAPViewOptions))
 
 
 def _modular(ctx: PolicyContext) -> Any:

@@ -15,11 +15,10 @@ ignore the checkpoint's attribute detectors, and with them its base localiser, f
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from envs.config import Options, require
+from policies.vla.configuration import VLAOptions
 from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec
 
 if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI imports every suite module per call
@@ -28,27 +27,6 @@ if TYPE_CHECKING:  # torch-heavy modules load inside the factories: the CLI impo
     from policies.vla.prompt_baselines import HardPrompt, SoftPrompt, SoftPromptMap
 
 SUITES = ("personalized_simpler", "generic_simpler")
-
-
-@dataclass(frozen=True)
-class VLAOptions(Options):
-    """``--policy-option`` keys of the generic VLA (the prompt baselines are built on it and read the same)."""
-
-    title = "generic VLA"
-    vla_checkpoint: str | None = field(default=None, metadata={"help": "checkpoint folder (default: the shipped one)"})
-    vla_execution: Literal["first", "ensemble", "queue"] = field(
-        default="first", metadata={"help": "first action of each chunk, temporal ensembling, or open-loop queue"})
-    vla_action_steps: int | None = field(default=None, metadata={"help": "queue: actions per chunk (default all)"})
-    vla_attributes: bool = field(default=True, metadata={"help": "use the attribute detectors (and localiser)"})
-    vla_localiser: bool = field(default=True, metadata={"help": "use the first-frame base localiser"})
-    vla_grasp_retries: int = field(default=0, metadata={"help": "reopen after up to N grasps that closed on nothing"})
-
-    def check(self) -> None:
-        require(self.vla_checkpoint is None or bool(self.vla_checkpoint.strip()),
-                "option vla_checkpoint is empty; pass a checkpoint folder, or leave the option out for the default")
-        require(self.vla_grasp_retries >= 0, f"vla_grasp_retries must be an integer >= 0, got {self.vla_grasp_retries}")
-        require(self.vla_action_steps is None or self.vla_action_steps >= 1,
-                f"vla_action_steps must be >= 1 (1..the chunk length), got {self.vla_action_steps}")
 
 
 @functools.lru_cache(maxsize=4)

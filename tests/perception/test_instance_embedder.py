@@ -129,7 +129,7 @@ def test_option_switches_the_embedding_cue():
         resized = build({"vap_embed_size": 64}).matcher.embedder
         assert type(resized) is MobileNetEmbedder and resized.input_size == 64
         # naming the MobileNetV2 cue keeps an explicit local embedder folder (DINOv2/CLIP) as that cue
-        from sim_benchmarks.suites.vap_policies import VAPOptions
+        from policies.vap.configuration import VAPOptions
 
         for extra in ({}, {"vap_matcher_embedder": "mobilenet_v2"}):
             assert VAPOptions.from_options({"vap_embedder": "/models/dino", **extra}).embedder() == "/models/dino"

@@ -73,8 +73,9 @@ def test_the_check_drops_a_bottle_for_a_box_keeps_order_and_never_leaves_nothing
 
 def test_vap_options_turn_the_check_on_with_the_cameras_field_of_view_and_reject_a_bad_margin():
     from envs.errors import ConfigError
+    from policies.vap.configuration import VAPOptions
     from sim_benchmarks.registry import PolicyContext
-    from sim_benchmarks.suites.vap_policies import VAPOptions, height_check
+    from sim_benchmarks.suites.vap_policies import height_check
 
     def ctx(**options):
         return PolicyContext("personalized_simpler", "fractal_pick_my", "vap", 0, None, options)
