@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
-from envs.config import check_range, is_seed
+from envs.config import check_range, coerce, is_seed
 from envs.errors import ConfigError
 from sim_benchmarks.options import parse_options  # noqa: F401  (re-exported for the launch modules)
 from sim_benchmarks.results_folder import check_out_dir, check_out_file
@@ -26,9 +26,11 @@ USER_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOT
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are a single stderr line and exit status 2, with ranges on numeric flags.
 
-    ``add_argument(..., min=lo, max=hi)`` declares an inclusive range. Without a declaration a float flag must still
-    be finite (``nan`` and ``inf`` are refused) and a seed flag (``--seed``, ``--*-seed``) non-negative, the same
-    rules :mod:`envs.config` applies to typed options. ``writes="folder"`` (or ``"file"``) marks an output path:
+    ``add_argument(..., min=lo, max=hi)`` declares an inclusive range. Numeric flags (``type=int`` or ``float``) are
+    converted and checked by the code that parses typed options (:func:`envs.config.coerce` and
+    :func:`envs.config.check_range`), so a flag and an ``--option key=value`` accept and refuse the same values with
+    the same messages: without a declaration a float flag must still be finite (``nan`` and ``inf`` are refused) and
+    a seed flag (``--seed``, ``--*-seed``) non-negative. ``writes="folder"`` (or ``"file"``) marks an output path:
     it must be usable (:func:`check_out_dir`) before the command does any work. Every check runs in
     ``parse_args``, before a command writes.
     """
@@ -36,7 +38,9 @@ class ArgumentParser(argparse.ArgumentParser):
     def add_argument(self, *args, min: float | None = None, max: float | None = None,  # noqa: A002
                      writes: str | None = None, **kwargs) -> argparse.Action:
         assert writes in (None, "folder", "file"), writes
+        value_type = kwargs.pop("type") if kwargs.get("type") in (int, float) else None
         action = super().add_argument(*args, **kwargs)
+        action.value_type = value_type  # type: ignore[attr-defined]  # converted in parse_known_args
         action.bounds = (min, max)  # type: ignore[attr-defined]
         action.writes = writes  # type: ignore[attr-defined]
         return action
@@ -48,11 +52,17 @@ class ArgumentParser(argparse.ArgumentParser):
             if value is None or value is action.default or getattr(action, "writes", None):
                 continue  # a default is valid by construction; output paths are checked below
             lo, hi = getattr(action, "bounds", (None, None))
-            if lo is None and action.type is int and is_seed(action.dest):
+            value_type = getattr(action, "value_type", None)
+            if lo is None and value_type is int and is_seed(action.dest):
                 lo = 0
             flag = long_flag(action)
+            if value_type is not None:  # a ConfigError: one line and exit 2 via main_guard
+                value = [coerce(flag, v, value_type, what="") if isinstance(v, str) else v
+                         for v in (value if isinstance(value, list) else [value])]
+                setattr(parsed, action.dest, value if isinstance(getattr(parsed, action.dest), list) else value[0])
+                value = getattr(parsed, action.dest)
             for item in value if isinstance(value, list) else [value]:
-                check_range(flag, item, (lo, hi), what="")  # a ConfigError: one line and exit 2 via main_guard
+                check_range(flag, item, (lo, hi), what="")
         for action in self._actions:  # output paths last: every other flag is valid when the disk is looked at
             value = getattr(parsed, action.dest, None) if action.dest != argparse.SUPPRESS else None
             writes = getattr(action, "writes", None)

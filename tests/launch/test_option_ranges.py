@@ -77,6 +77,12 @@ def _typed_fields():
                 bad = _bad_values(f, hints[f.name])
                 if bad is not None:
                     out.append(("--policy-option", spec.suites[0], f.name, bad))
+        for suite_name, options_type in spec.extension_types:  # keys a suite adds to a policy (vla_memory, ...)
+            hints = typing.get_type_hints(options_type)
+            for f in dataclasses.fields(options_type):
+                bad = _bad_values(f, hints[f.name])
+                if bad is not None:
+                    out.append(("--policy-option", suite_name, f.name, bad))
     return out
 
 
@@ -91,14 +97,15 @@ def _ranged_flags():
         for action in parser._actions:
             lo, hi = getattr(action, "bounds", (None, None))
             flag = max(action.option_strings, key=len) if action.option_strings else None
-            if flag is None or action.type not in (int, float):
+            value_type = getattr(action, "value_type", None)  # numeric flags: converted as typed options are
+            if flag is None or value_type not in (int, float):
                 continue
             if lo is None and action.dest.endswith("seed"):
                 lo = 0
-            strategy = _numbers_outside(lo, hi, action.type is int)
-            if action.type is float:
+            strategy = _numbers_outside(lo, hi, value_type is int)
+            if value_type is float:
                 strategy = st.one_of(strategy, NON_FINITE)
-            if lo is not None or hi is not None or action.type is float:
+            if lo is not None or hi is not None or value_type is float:
                 out.append((module.main, prefix, flag, strategy))
     return out
 
