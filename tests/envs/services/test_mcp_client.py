@@ -115,4 +115,6 @@ def test_bad_flags_exit_2_with_one_line_and_create_nothing(module, flags, messag
 
 def test_the_readme_shows_how_to_connect_a_client() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert "embodia serve travel --db" in readme and "StdioServerParameters" in readme
+    page = (ROOT / "docs" / "toolpro.md").read_text()  # the README's link to the client code
+    assert "embodia serve travel --db" in readme and "docs/toolpro.md#an-mcp-client" in readme
+    assert "## An MCP client" in page and "StdioServerParameters" in page
