@@ -50,8 +50,8 @@ from sim_benchmarks.training.generic_vla import GenericVLARun, train_generic_vla
 SUITES = ("personalized_simpler", "personalized_vlabench")
 # Options that only the SIMPLER demonstrator knows, with their defaults: set on another suite they
 # are an error rather than silently ignored.
-SIMPLER_ONLY = {"split": "train",
-                "expert_descent": "gated", "expert_regrasps": 0, "drop_fraction": 0.0}
+SIMPLER_ONLY = {"split": DemoConfig.split, "expert_descent": DemoConfig.descent,
+                "expert_regrasps": DemoConfig.regrasps, "drop_fraction": DemoConfig.drop_fraction}
 
 
 def build_parser() -> ArgumentParser:
@@ -61,26 +61,27 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--demos", type=int, default=600, min=1, max=1_000_000,
                    help="expert episodes to attempt (failures are dropped)")
-    p.add_argument("--minutes", type=float, default=10.0, min=0.001, max=10_080,
+    p.add_argument("--minutes", type=float, default=TrainConfig.max_minutes, min=0.001, max=10_080,
                    help="training time cap (a run it cuts is timing-dependent)")
     p.add_argument("--epochs", type=int, default=30, min=1, max=100_000)
-    p.add_argument("--patience", type=int, default=6, min=0, max=100_000)
-    p.add_argument("--batch-size", type=int, default=128, min=1, max=65_536)
-    p.add_argument("--lr", type=float, default=1e-3, min=0, max=10)
+    p.add_argument("--patience", type=int, default=TrainConfig.patience, min=0, max=100_000)
+    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size, min=1, max=65_536)
+    p.add_argument("--lr", type=float, default=TrainConfig.lr, min=0, max=10)
     p.add_argument("--suite", default="personalized_simpler",
                    help=f"whose generic tasks to learn: {' or '.join(SUITES)} (personalized_vlabench: the "
                         "in_distribution track's MuJoCo front view, expert targets relabelled as SIMPLER deltas)")
     p.add_argument("--noise", type=float, default=None, min=0, max=1,
-                   help="DART noise std on executed xyz deltas (metres; default 0.01, "
+                   help=f"DART noise std on executed xyz deltas (metres; default {DemoConfig.noise_std}, "
                         f"{VLABenchDemoConfig.noise_std} on personalized_vlabench)")
-    p.add_argument("--expert-descent", default="gated", help="the demonstrator's descent rule: gated, funnel or coarse")
-    p.add_argument("--expert-regrasps", type=int, default=0, min=0, max=100,
+    p.add_argument("--expert-descent", default=DemoConfig.descent,
+                   help="the demonstrator's descent rule: gated, funnel or coarse")
+    p.add_argument("--expert-regrasps", type=int, default=DemoConfig.regrasps, min=0, max=100,
                    help="the demonstrator re-grasps an object it lost (slipped or dropped) up to this many times")
-    p.add_argument("--drop-fraction", type=float, default=0.0, min=0, max=1,
+    p.add_argument("--drop-fraction", type=float, default=DemoConfig.drop_fraction, min=0, max=1,
                    help="share of expert demos whose executed gripper is forced open once the object is lifted, "
                         "so the data shows the drop being noticed and the object re-grasped (needs "
                         "--expert-regrasps >= 1)")
-    p.add_argument("--split", default="train",
+    p.add_argument("--split", default=DemoConfig.split,
                    help="demo instances: train, or train_extended (train + extra colour/pattern designs that are "
                         "never test designs)")
     p.add_argument("--tasks", default=None,
@@ -96,15 +97,16 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--chunk", type=int, default=HeadConfig.chunk, min=1, max=256)
     p.add_argument("--dropout", type=float, default=HeadConfig.dropout, min=0, max=0.999,
                    help="feature-map dropout in the head")
-    p.add_argument("--shift-cells", type=float, default=0.0, min=0, max=64,
+    p.add_argument("--shift-cells", type=float, default=TrainConfig.shift_cells, min=0, max=64,
                    help="random feature-map translation during training, in cells (0 = off)")
     p.add_argument("--aux-weight", type=float, default=0.0, min=0, max=1e6,
                    help="weight of the auxiliary target-offset loss (0 = no auxiliary output)")
-    p.add_argument("--xy-weight", type=float, default=1.0, min=0, max=1e6, help="loss weight of dx, dy (gripper is 2)")
-    p.add_argument("--memory", type=int, default=0,
+    p.add_argument("--xy-weight", type=float, default=TrainConfig.xy_weight, min=0, max=1e6,
+                   help="loss weight of dx, dy (gripper is 2)")
+    p.add_argument("--memory", type=int, default=HeadConfig.memory,
                    help="objects localised on the first frame and remembered: 0 (none), 1 (the described object) "
                         "or 2 (+ the goal); needs the cnn backbone")
-    p.add_argument("--words", type=int, default=0,
+    p.add_argument("--words", type=int, default=HeadConfig.words,
                    help="memory heads: ground up to this many instruction words one by one (word-additive "
                         "heatmaps; 0 = the sentence vector conditions them)")
     p.add_argument("--heatmap-weight", type=float, default=TrainConfig.heatmap_weight, min=0, max=1e6,
@@ -128,10 +130,10 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--gripper-classifier", action="store_true",
                    help="a separate gripper classifier beside the action MLP (the logit of closed per chunk step, "
                         "class-balanced cross-entropy) instead of regressing the gripper with the other dimensions")
-    p.add_argument("--label-frame", default="command", choices=LABEL_FRAMES,
+    p.add_argument("--label-frame", default=VLABenchDemoConfig.label_frame, choices=LABEL_FRAMES,
                    help="personalized_vlabench: deltas from the commanded pose (command) or from the measured hand "
                         "pose (hand; recorded in the checkpoint so the adapter adds them to the hand)")
-    p.add_argument("--look-randomisation", type=float, default=0.0, min=0, max=1,
+    p.add_argument("--look-randomisation", type=float, default=VLABenchDemoConfig.look_randomisation, min=0, max=1,
                    help="personalized_vlabench: share of demos with a randomised room look (plain/gradient "
                         "table and floor, random light; never the unseen_texture track's textures)")
     p.add_argument("--workers", type=int, default=1, min=1, max=64, help="demo collection processes")
@@ -178,10 +180,10 @@ def _check_options(args: Namespace, vlabench: bool) -> None:
             if getattr(args, name) != default:
                 raise ConfigError(f"--{name.replace('_', '-')} applies to --suite personalized_simpler only, "
                                   f"got {getattr(args, name)} with --suite {args.suite}")
-    if not vlabench and args.look_randomisation != 0.0:
+    if not vlabench and args.look_randomisation != VLABenchDemoConfig.look_randomisation:
         raise ConfigError(f"--look-randomisation applies to --suite personalized_vlabench only, got "
                           f"{args.look_randomisation} with --suite {args.suite}")
-    if not vlabench and args.label_frame != "command":
+    if not vlabench and args.label_frame != VLABenchDemoConfig.label_frame:
         raise ConfigError(f"--label-frame applies to --suite personalized_vlabench only, got {args.label_frame} "
                           f"with --suite {args.suite}")
     if args.switch_weight < 1.0:
@@ -189,7 +191,7 @@ def _check_options(args: Namespace, vlabench: bool) -> None:
     if not 0.0 <= args.look_randomisation <= 1.0:
         raise ConfigError(f"--look-randomisation must be in [0, 1], got {args.look_randomisation}")
     if args.noise is None:
-        args.noise = VLABenchDemoConfig.noise_std if vlabench else 0.01
+        args.noise = VLABenchDemoConfig.noise_std if vlabench else DemoConfig.noise_std
     if args.noise < 0:
         raise ConfigError(f"--noise must be >= 0, got {args.noise}")
     require_positive(args, ("demos", "epochs", "batch_size", "workers", "chunk", "width", "threads"))
