@@ -105,7 +105,8 @@ def _absolute(builder: Any) -> Any:
 
 # Where the generic head's object memory comes from (policies/vla/perceived_memory.py): its own first-frame estimate
 # (default), or placed by the modular base's fused three-view depth ("depth": the head chooses the object, depth
-# places it; "perceived": the modular base's choice). Bases built for VAP or a prompt baseline read it too.
+# places it; "perceived": the modular base's choice; "fused": the head's heatmap, the instruction's colour and the
+# category's height vote among the perceived objects). Bases built for VAP or a prompt baseline read it too.
 MEMORY_OPTION = "vla_memory"
 
 
