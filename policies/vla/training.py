@@ -71,6 +71,11 @@ class TrainConfig:
     # hand arrives, a state the head cannot tell from the arriving frames before it, so it learns to close one frame
     # after the gripper command already shows closed: in closed loop it never closes. 0 = the expert's labels.
     grasp_frames: int = 0
+    # Memory heads: move the remembered target by a Gaussian step of this many metres per axis on pre-grasp frames
+    # and the first action's xy label by the same step where the expert's step would follow it unclipped (the label
+    # is shorter than the longest step in the data): the image still shows the object where it was, so the head
+    # learns that the memory, not the picture, says where to go. 0 = off.
+    memory_shift: float = 0.0
 
     def __post_init__(self) -> None:
         if self.memory_source not in MEMORY_SOURCES:
@@ -81,6 +86,8 @@ class TrainConfig:
             raise ConfigError(f"release_frames must be >= 0, got {self.release_frames}")
         if self.grasp_frames < 0:
             raise ConfigError(f"grasp_frames must be >= 0, got {self.grasp_frames}")
+        if self.memory_shift < 0:
+            raise ConfigError(f"memory_shift must be >= 0, got {self.memory_shift}")
 
 
 @dataclass
@@ -229,6 +236,23 @@ def memory_seen(estimate: torch.Tensor, true_xy: torch.Tensor, valid: torch.Tens
     return seen
 
 
+def displace_memory(seen: torch.Tensor, y: torch.Tensor, raw_first: torch.Tensor, eligible: torch.Tensor,
+                    scale: float, step_cap: float, a_std: torch.Tensor, gen: torch.Generator
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``seen``, ``y``) with the remembered target (row 0 of N×M×2 ``seen``) moved by δ ~ N(0, ``scale``²) per axis
+    and the first chunk step's normalised xy label moved by δ / ``a_std`` on frames where ``eligible`` (N, pre-grasp
+    with a known target) and the raw first label (N×3, metres) moved by δ stays within ``step_cap`` (the expert's
+    step would follow the move unclipped); other frames are returned unchanged (see ``TrainConfig.memory_shift``)."""
+    delta = torch.randn(seen.shape[0], 2, generator=gen) * scale
+    moved = torch.cat([raw_first[:, :2] + delta, raw_first[:, 2:3]], dim=1)
+    ok = (eligible > 0) & (moved.norm(dim=1) <= step_cap)
+    delta = delta * ok[:, None]
+    seen = torch.cat([seen[:, :1] + delta[:, None], seen[:, 1:]], dim=1)
+    y = y.clone()
+    y[:, 0, :2] = y[:, 0, :2] + delta / a_std[:2]
+    return seen, y
+
+
 def heatmap_loss(logits: torch.Tensor, uv: torch.Tensor, valid: torch.Tensor, sigma_cells: float) -> torch.Tensor:
     """Cross-entropy of N×M×G×G heatmap logits against Gaussian labels centred at ``uv`` (masked by ``valid``)."""
     g = logits.shape[-1]
@@ -325,6 +349,9 @@ def train_head(
         s_std = raw_states[train_m].std(0) + 1e-3 if raw_states.shape[1] else np.zeros(0, np.float32)
 
     y = torch.as_tensor((targets - a_mean) / a_std, dtype=torch.float32)
+    raw_first = torch.as_tensor(targets[:, 0, :3], dtype=torch.float32)  # metres, for memory_shift
+    step_cap = 0.98 * float(np.max(np.linalg.norm(targets[:, 0, :3], axis=1))) if len(targets) else 0.0
+    a_std_t = torch.as_tensor(a_std, dtype=torch.float32)
     m = torch.as_tensor(mask)
     text = torch.as_tensor(data.text_table, dtype=torch.float32)
     tidx = torch.as_tensor(data.text_index, dtype=torch.long)
@@ -377,6 +404,7 @@ def train_head(
             offs = (torch.rand(len(idx), 2, generator=gen) * 2 - 1) * cfg.shift_cells
             feats = shift_features(feats, cfg.shift_cells, gen, offs)
         txt = text[tidx[idx]]
+        yb = y[idx]
         st = states[idx] if head_cfg.state_dim else None
         extra = torch.zeros(())
         if mem is None:
@@ -389,6 +417,9 @@ def train_head(
             xy = first_loc["xy"][inverse]
             seen = memory_seen(xy, mem["xy"][firsts][inverse], mem["valid"][firsts][inverse], cfg.memory_source,
                                cfg.memory_noise if augment else 0.0, gen)
+            if augment and cfg.memory_shift > 0:  # the memory, not the picture, says where to go
+                seen, yb = displace_memory(seen, yb, raw_first[idx], mem["valid"][idx][:, 0] * m[idx][:, 0],
+                                           cfg.memory_shift, step_cap, a_std_t, gen)
             memory = torch.cat([seen, first_loc["desc"][inverse]], dim=-1)
             trunk = head.trunk(feats, txt)
             pred, aux = head.forward_with_aux(feats, txt, st, memory=memory, trunk=trunk)
@@ -404,7 +435,7 @@ def train_head(
                 + heatmap_loss(cur_logits, cur_uv, valid, cfg.heatmap_sigma))
             xy_err = ((first_loc["xy"] - mem["xy"][firsts]) / AUX_SCALE).pow(2).sum(-1) * mem["valid"][firsts]
             extra = extra + cfg.aux_weight * xy_err.sum() / mem["valid"][firsts].sum().clamp(min=1.0)
-        err = (pred - y[idx]).pow(2) * dim_w
+        err = (pred - yb).pow(2) * dim_w
         if closed is not None:  # the gripper channel holds logits: class-balanced cross-entropy instead
             bce = F.binary_cross_entropy_with_logits(pred[..., -1], closed[idx], reduction="none")
             err = torch.cat([err[..., :-1], (bce * class_w[idx] * dim_w[-1])[..., None]], dim=-1)
