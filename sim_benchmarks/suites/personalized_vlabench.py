@@ -125,7 +125,9 @@ def _with_memory(build: Any) -> Any:
         policy = build(ctx)
         if refiner is not None:
             vla = policy
-            while not hasattr(vla, "memory_refiner"):  # under the prompt-baseline or grasp-retry wrapper
+            # Under the prompt-baseline or grasp-retry wrapper; the instance's own attributes, not hasattr: the
+            # grasp-retry wrapper hands attribute reads through to its base, so it would seem to have one itself.
+            while "memory_refiner" not in vars(vla):
                 vla = vla.base
             if not vla.cfg.memory:
                 raise ConfigError(f"{MEMORY_OPTION}={ctx.options[MEMORY_OPTION]} needs an object-memory head; "
