@@ -113,6 +113,10 @@ def build_parser() -> ArgumentParser:
                    help="memory heads: weight of the object heatmap loss (--aux-weight weighs their xy loss)")
     p.add_argument("--memory-noise", type=float, default=TrainConfig.memory_noise, min=0, max=1,
                    help="memory heads: noise (metres) on the remembered positions during training")
+    p.add_argument("--memory-shift", type=float, default=TrainConfig.memory_shift, min=0, max=1,
+                   help="memory heads: move the remembered target by this many metres (Gaussian, per axis) on "
+                        "pre-grasp frames and the first action's label with it where the expert would follow "
+                        "unclipped, so the action follows the memory (0 = off)")
     p.add_argument("--memory-source", default=TrainConfig.memory_source, choices=MEMORY_SOURCES,
                    help="memory heads: what the action MLP sees as the remembered positions in training: its own "
                         "detached estimate, or the true start positions plus --memory-noise (the estimate where "
@@ -302,7 +306,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                         shift_cells=args.shift_cells, xy_weight=args.xy_weight, aux_weight=args.aux_weight,
                         heatmap_weight=args.heatmap_weight, memory_noise=args.memory_noise,
                         memory_source=args.memory_source, switch_weight=args.switch_weight,
-                        release_frames=args.release_frames, grasp_frames=args.grasp_frames)
+                        release_frames=args.release_frames, grasp_frames=args.grasp_frames,
+                        memory_shift=args.memory_shift)
     command = "python -m launch.train_vla " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                  else sys.argv[1:]))
     job = GenericVLARun(out=args.out, suite=args.suite, tasks=tuple(tasks), demo_cfg=demo_cfg, vision=vision,

@@ -37,6 +37,16 @@ def world_points(depth: np.ndarray, pose: Pose, mask: np.ndarray | None = None) 
     return cam @ np.asarray(rotation, np.float64).T + np.asarray(position, np.float64)
 
 
+def view_points(depth: np.ndarray, pose: Pose) -> np.ndarray:
+    """World xyz of every pixel of one view (H×W×3, NaN where the depth is invalid), for :func:`pixel_owners`."""
+    depth = np.asarray(depth, np.float64)
+    h, w = depth.shape
+    valid = np.isfinite(depth) & (depth > 1e-6)
+    out = np.full((h * w, 3), np.nan)
+    out[np.flatnonzero(valid)] = world_points(depth, pose, valid)
+    return out.reshape(h, w, 3)
+
+
 def table_height(points: np.ndarray, bin_m: float = 0.002) -> float:
     """The most common point height (the table fills most of a table-top view), refined to the median of its bin."""
     z = points[:, 2]
@@ -113,6 +123,33 @@ def tabletop_objects(points: Iterable[np.ndarray], table_z: float, config: GridC
         cells = lo + (np.stack([ii, jj], axis=1) + 0.5) * config.cell
         out.append(footprint(cells, float(grid[ii, jj].max())))
     return sorted(out, key=lambda o: -len(o.cells))
+
+
+def pixel_owners(points: np.ndarray, table_z: float, objects: list[TabletopObject], reach: float = 0.012,
+                 config: GridConfig = GridConfig()) -> np.ndarray:
+    """Which object each pixel of one view shows: ``points`` (H×W×3, that view's pixels lifted to world by
+    :func:`view_points`) → H×W indices into ``objects`` (−1: table, background or
+    nothing within ``reach`` metres of a footprint cell). A pixel above the table belongs to the footprint whose
+    nearest cell lies under it: the objects' sides and tops, seen in the image, are told apart by where they stand."""
+    h, w = points.shape[:2]
+    owners = np.full((h, w), -1, np.int64)
+    if not objects:
+        return owners
+    lo, hi = np.asarray(config.low), np.asarray(config.high)
+    shape = tuple(np.ceil((hi - lo) / config.cell).astype(int))
+    grid = np.full(shape, -1, np.int64)
+    for k, obj in enumerate(objects):
+        ij = np.clip(np.floor((obj.cells - lo) / config.cell).astype(int), 0, np.array(shape) - 1)
+        grid[ij[:, 0], ij[:, 1]] = k
+    dist, (ni, nj) = ndimage.distance_transform_edt(grid < 0, return_indices=True)
+    nearest = np.where(dist * config.cell <= reach, grid[ni, nj], -1)
+    pts = points.reshape(-1, 3)
+    ok = np.isfinite(pts).all(axis=1) & (pts[:, 2] > table_z + config.min_height) & np.all(
+        (pts[:, :2] >= lo) & (pts[:, :2] < hi), axis=1)
+    ij = np.floor((pts[ok, :2] - lo) / config.cell).astype(int)
+    flat = owners.reshape(-1)
+    flat[np.flatnonzero(ok)] = nearest[ij[:, 0], ij[:, 1]]
+    return owners
 
 
 def rectangle_yaw(cells: np.ndarray) -> float:

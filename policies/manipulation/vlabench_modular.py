@@ -101,7 +101,8 @@ class ModularVLABenchBase(VLABenchExpert):
     # -- perception ---------------------------------------------------------------------------------------------
     def perceive(self, obs: Mapping[str, Any], choose: bool = True) -> dict[str, Any]:
         """The first step's scene: table height, the fixture (box or plate) and the objects standing on the table,
-        fused from the three views; with ``choose`` also the instruction's target (else ``target`` is None)."""
+        fused from the three views; with ``choose`` also the instruction's target (else ``target`` is None); and
+        the views' ``sensors`` (depth and poses) it was fused from."""
         sensors = self.cameras_fn()
         pts = {v: world_points(sensors["depth"][v], sensors["pose"][v]) for v in VIEWS}
         table_z = table_height(pts["front"])
@@ -110,12 +111,12 @@ class ModularVLABenchBase(VLABenchExpert):
         fixture = fixtures[0] if fixtures else None
         items = [o for o in objects if o is not fixture]
         if not choose:
-            return {"table_z": table_z, "target": None, "fixture": fixture, "objects": items}
+            return {"table_z": table_z, "target": None, "fixture": fixture, "objects": items, "sensors": sensors}
         seed_xy = self._target_seed(obs, sensors, table_z)
         target = self.object_near(items, seed_xy) if seed_xy is not None else None
         if target is None and items:  # nothing read from the image: the footprint nearest the table's centre
             target, self.choice = min(items, key=lambda o: float(np.linalg.norm(o.centre))), "fallback"
-        return {"table_z": table_z, "target": target, "fixture": fixture, "objects": items}
+        return {"table_z": table_z, "target": target, "fixture": fixture, "objects": items, "sensors": sensors}
 
     def _detector(self) -> Any:
         """The category detector, built on first use (a prompted instruction never needs it)."""

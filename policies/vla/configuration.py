@@ -17,8 +17,9 @@ from envs.config import Options, option, require
 
 # Where the head's object memory comes from (policies/vla/perceived_memory.py): its own first-frame estimate, or
 # placed by the modular base's fused three-view depth ("depth": the head chooses the object, depth places it;
-# "perceived": the modular base's choice).
-MemorySource = Literal["own", "depth", "perceived"]
+# "perceived": the modular base's choice; "fused": the head's heatmap, the instruction's colour and the category's
+# height vote among the perceived objects).
+MemorySource = Literal["own", "depth", "perceived", "fused"]
 MEMORY_SOURCES: tuple[str, ...] = typing.get_args(MemorySource)
 # How a chunk of actions is executed: its first action every step, temporal ensembling, or an open-loop queue.
 Execution = Literal["first", "ensemble", "queue"]
@@ -54,7 +55,8 @@ class VLAMemoryOptions(Options):
 
     title = "generic VLA memory"
     vla_memory: MemorySource = option("own", "object memory: the head's own estimate, or placed by fused depth "
-                                             "(depth) or the modular base's choice (perceived)")
+                                             "(depth), the modular base's choice (perceived) or a heatmap + colour + "
+                                             "height vote (fused)")
 
 
 @dataclass(frozen=True)

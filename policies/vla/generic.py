@@ -152,7 +152,12 @@ class GenericVLA:
             self._memory = self.bundle.head.remember(feats, self._text, self._words, prior=prior,
                                                      prior_window=window, refine=refine)
             if self.memory_refiner is not None:
-                given = torch.as_tensor(self.memory_refiner.place(obs, self._memory[0, :, :2].numpy().copy()))
+                extra = {}
+                if getattr(self.memory_refiner, "needs_heatmap", False):  # the refiner also weighs the head's heatmap
+                    logits = self.bundle.head.localise(*self.bundle.head.trunk(feats, self._text), words=self._words,
+                                                       prior=prior, prior_window=window)["logits"][0, 0]
+                    extra["heatmap"] = torch.softmax(logits.detach().flatten(), 0).view(logits.shape).numpy()
+                given = torch.as_tensor(self.memory_refiner.place(obs, self._memory[0, :, :2].numpy().copy(), **extra))
                 self._memory[0, :, :2] = torch.where(torch.isnan(given), self._memory[0, :, :2], given)
             if self.memory_override is not None:
                 given = torch.as_tensor(np.asarray(self.memory_override, np.float32))

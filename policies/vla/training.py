@@ -72,6 +72,11 @@ class TrainConfig(Options):
     # hand arrives, a state the head cannot tell from the arriving frames before it, so it learns to close one frame
     # after the gripper command already shows closed: in closed loop it never closes. 0 = the expert's labels.
     grasp_frames: int = 0
+    # Memory heads: move the remembered target by a Gaussian step of this many metres per axis on pre-grasp frames
+    # and the first action's xy label by the same step where the expert's step would follow it unclipped (the label
+    # is shorter than the longest step in the data): the image still shows the object where it was, so the head
+    # learns that the memory, not the picture, says where to go. 0 = off.
+    memory_shift: float = 0.0
 
     def check(self) -> None:
         if self.memory_source not in MEMORY_SOURCES:
@@ -82,6 +87,8 @@ class TrainConfig(Options):
             raise ConfigError(f"release_frames must be >= 0, got {self.release_frames}")
         if self.grasp_frames < 0:
             raise ConfigError(f"grasp_frames must be >= 0, got {self.grasp_frames}")
+        if self.memory_shift < 0:
+            raise ConfigError(f"memory_shift must be >= 0, got {self.memory_shift}")
 
 
 @dataclass
@@ -230,6 +237,23 @@ def memory_seen(estimate: torch.Tensor, true_xy: torch.Tensor, valid: torch.Tens
     return seen
 
 
+def displace_memory(seen: torch.Tensor, y: torch.Tensor, raw_first: torch.Tensor, eligible: torch.Tensor,
+                    scale: float, step_cap: float, a_std: torch.Tensor, gen: torch.Generator
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``seen``, ``y``) with the remembered target (row 0 of N×M×2 ``seen``) moved by δ ~ N(0, ``scale``²) per axis
+    and the first chunk step's normalised xy label moved by δ / ``a_std`` on frames where ``eligible`` (N, pre-grasp
+    with a known target) and the raw first label (N×3, metres) moved by δ stays within ``step_cap`` (the expert's
+    step would follow the move unclipped); other frames are returned unchanged (see ``TrainConfig.memory_shift``)."""
+    delta = torch.randn(seen.shape[0], 2, generator=gen) * scale
+    moved = torch.cat([raw_first[:, :2] + delta, raw_first[:, 2:3]], dim=1)
+    ok = (eligible > 0) & (moved.norm(dim=1) <= step_cap)
+    delta = delta * ok[:, None]
+    seen = torch.cat([seen[:, :1] + delta[:, None], seen[:, 1:]], dim=1)
+    y = y.clone()
+    y[:, 0, :2] = y[:, 0, :2] + delta / a_std[:2]
+    return seen, y
+
+
 def heatmap_loss(logits: torch.Tensor, uv: torch.Tensor, valid: torch.Tensor, sigma_cells: float) -> torch.Tensor:
     """Cross-entropy of N×M×G×G heatmap logits against Gaussian labels centred at ``uv`` (masked by ``valid``)."""
     g = logits.shape[-1]
@@ -310,6 +334,9 @@ class TrainingTensors:
     mem: dict[str, torch.Tensor] | None = None  # object-memory labels (see :func:`memory_labels`)
     first_of: torch.Tensor | None = None  # N: index of each frame's episode's first frame (memory heads)
     words: torch.Tensor | None = None  # T×W×384 per-word embeddings (word-additive heads)
+    raw_first: torch.Tensor | None = None  # N×3 first chunk step in metres (memory_shift)
+    step_cap: float = 0.0  # metres: a moved first label longer than this would have been clipped (memory_shift)
+    a_std: torch.Tensor | None = None  # action_dim normalisation scale (memory_shift)
 
 
 @dataclass(frozen=True)
@@ -358,7 +385,10 @@ def training_tensors(data: DemoArrays, cfg: TrainConfig, train_m: np.ndarray, in
         tidx=torch.as_tensor(data.text_index, dtype=torch.long),
         states=torch.as_tensor((raw_states - norm.s_mean) / np.where(norm.s_std > 0, norm.s_std, 1),
                                dtype=torch.float32),
-        dim_w=dim_w, grip_w=grip_w)
+        dim_w=dim_w, grip_w=grip_w,
+        raw_first=torch.as_tensor(targets[:, 0, :3], dtype=torch.float32),
+        step_cap=0.98 * float(np.max(np.linalg.norm(targets[:, 0, :3], axis=1))) if len(targets) else 0.0,
+        a_std=torch.as_tensor(norm.a_std, dtype=torch.float32))
     if head_cfg.gripper_classifier:
         t.closed, t.class_w = (torch.as_tensor(a) for a in gripper_classes(targets, mask, train_m))
     if head_cfg.aux_dim not in (0, 2):
@@ -393,9 +423,10 @@ def add_memory_tensors(t: TrainingTensors, data: DemoArrays, head_cfg: HeadConfi
 
 def memory_forward(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, cfg: TrainConfig,
                    idx: torch.Tensor, feats: torch.Tensor, txt: torch.Tensor, st: torch.Tensor | None,
-                   offs: torch.Tensor | None, augment: bool, gen: torch.Generator,
-                   ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """(prediction, aux output, heatmap + localisation loss) of a memory head on frames ``idx``."""
+                   offs: torch.Tensor | None, augment: bool, gen: torch.Generator, yb: torch.Tensor,
+                   ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """(prediction, aux output, heatmap + localisation loss, labels ``yb`` — moved with the memory under
+    ``memory_shift``) of a memory head on frames ``idx``."""
     assert t.mem is not None and t.first_of is not None
     words = t.words
     # The memory comes from each episode's first frame (never shifted: its geometry is the camera's).
@@ -405,6 +436,9 @@ def memory_forward(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, c
     xy = first_loc["xy"][inverse]
     seen = memory_seen(xy, t.mem["xy"][firsts][inverse], t.mem["valid"][firsts][inverse], cfg.memory_source,
                        cfg.memory_noise if augment else 0.0, gen)
+    if augment and cfg.memory_shift > 0:  # the memory, not the picture, says where to go
+        seen, yb = displace_memory(seen, yb, t.raw_first[idx], t.mem["valid"][idx][:, 0] * t.mask[idx][:, 0],
+                                   cfg.memory_shift, t.step_cap, t.a_std, gen)
     memory = torch.cat([seen, first_loc["desc"][inverse]], dim=-1)
     trunk = head.trunk(feats, txt)
     pred, aux = head.forward_with_aux(feats, txt, st, memory=memory, trunk=trunk)
@@ -420,7 +454,7 @@ def memory_forward(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, c
         + heatmap_loss(cur_logits, cur_uv, valid, cfg.heatmap_sigma))
     xy_err = ((first_loc["xy"] - t.mem["xy"][firsts]) / AUX_SCALE).pow(2).sum(-1) * t.mem["valid"][firsts]
     extra = extra + cfg.aux_weight * xy_err.sum() / t.mem["valid"][firsts].sum().clamp(min=1.0)
-    return pred, aux, extra
+    return pred, aux, extra, yb
 
 
 def batch_loss(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, cfg: TrainConfig, idx: torch.Tensor,
@@ -436,11 +470,12 @@ def batch_loss(head: FiLMActionHead, t: TrainingTensors, data: DemoArrays, cfg: 
     txt = t.text[t.tidx[idx]]
     st = t.states[idx] if cfg.head.state_dim else None
     extra = torch.zeros(())
+    yb = t.y[idx]
     if t.mem is None:
         pred, aux = head.forward_with_aux(feats, txt, st)
     else:
-        pred, aux, extra = memory_forward(head, t, data, cfg, idx, feats, txt, st, offs, augment, gen)
-    err = (pred - t.y[idx]).pow(2) * t.dim_w
+        pred, aux, extra, yb = memory_forward(head, t, data, cfg, idx, feats, txt, st, offs, augment, gen, yb)
+    err = (pred - yb).pow(2) * t.dim_w
     if t.closed is not None:  # the gripper channel holds logits: class-balanced cross-entropy instead
         bce = F.binary_cross_entropy_with_logits(pred[..., -1], t.closed[idx], reduction="none")
         err = torch.cat([err[..., :-1], (bce * t.class_w[idx] * t.dim_w[-1])[..., None]], dim=-1)

@@ -107,8 +107,11 @@ def _absolute(builder: Any) -> Any:
     return build
 
 
-# Where the generic head's object memory comes from: the typed ``vla_memory`` option (VLAMemoryOptions, declared with
-# the VLA's configuration). Bases built for VAP or a prompt baseline read it too.
+# Where the generic head's object memory comes from (policies/vla/perceived_memory.py): its own first-frame estimate
+# (default), or placed by the modular base's fused three-view depth ("depth": the head chooses the object, depth
+# places it; "perceived": the modular base's choice; "fused": the head's heatmap, the instruction's colour and the
+# category's height vote among the perceived objects). Declared typed (VLAMemoryOptions, with the VLA's
+# configuration); bases built for VAP or a prompt baseline read it too.
 MEMORY_OPTION = "vla_memory"
 
 
@@ -129,7 +132,9 @@ def _with_memory(build: Any) -> Any:
         policy = build(ctx)
         if refiner is not None:
             vla = policy
-            while not hasattr(vla, "memory_refiner"):  # under the prompt-baseline or grasp-retry wrapper
+            # Under the prompt-baseline or grasp-retry wrapper; the instance's own attributes, not hasattr: the
+            # grasp-retry wrapper hands attribute reads through to its base, so it would seem to have one itself.
+            while "memory_refiner" not in vars(vla):
                 vla = vla.base
             if not vla.cfg.memory:
                 raise ConfigError(f"{MEMORY_OPTION}={ctx.options[MEMORY_OPTION]} needs an object-memory head; "

@@ -9,10 +9,12 @@ from perception.tabletop_cloud import (
     GridConfig,
     footprint,
     nearest_object,
+    pixel_owners,
     rectangle_yaw,
     round_body_centre,
     table_height,
     tabletop_objects,
+    view_points,
     world_points,
 )
 
@@ -91,3 +93,31 @@ def test_the_smallest_rectangle_turns_with_a_square_box_whose_principal_axis_is_
     assert _turn_error(oblong.axis_yaw, 0.4, math.pi) < math.radians(3)
     assert -math.pi / 2 <= rectangle_yaw(oblong.cells) < math.pi / 2
     assert rectangle_yaw(np.array([[0.0, 0.0], [0.01, 0.01], [0.02, 0.02]])) == 0.0  # a line: nothing to turn
+
+
+def _top_down_view(blocks: list[tuple[float, float, float, float]], size: int = 160) -> tuple[np.ndarray, tuple]:
+    """Depth of a camera 1 m above a table at z = 0, looking straight down (90° fov: 2 m across), with square
+    blocks (cx, cy, half side, height) standing on the table."""
+    pose = (np.array([0.0, 0.0, 1.0]), np.eye(3), 90.0)
+    depth = np.full((size, size), 1.0)
+    xy = view_points(depth, pose)[..., :2]
+    for cx, cy, half, h in blocks:
+        inside = (np.abs(xy[..., 0] - cx) <= half) & (np.abs(xy[..., 1] - cy) <= half)
+        depth[inside] = 1.0 - h
+    return depth, pose
+
+
+def test_pixel_owners_tell_objects_apart_by_the_footprint_under_them():
+    depth, pose = _top_down_view([(0.2, 0.1, 0.05, 0.1), (-0.25, -0.1, 0.05, 0.15)])
+    pts = view_points(depth, pose)
+    assert pts.shape == (160, 160, 3) and np.allclose(pts[depth == 1.0][:, 2], 0.0)
+    objs = tabletop_objects([pts.reshape(-1, 3)], 0.0, GridConfig(cell=0.02, min_cells=2))
+    owners = pixel_owners(pts, 0.0, objs, reach=0.03, config=GridConfig(cell=0.02, min_cells=2))
+    first = int(np.argmin([np.linalg.norm(o.centre - [0.2, 0.1]) for o in objs]))
+    assert set(np.unique(owners)) == {-1, 0, 1}
+    assert (owners[depth < 1.0] >= 0).all() and (owners[depth == 1.0] == -1).all()  # the table is nobody's
+    assert (owners[(depth < 1.0) & (pts[..., 0] > 0)] == first).all()
+    assert (pixel_owners(pts, 0.0, []) == -1).all()
+    bad = depth.copy()
+    bad[0, 0] = np.nan  # no depth there: no point, nobody's pixel
+    assert np.isnan(view_points(bad, pose)[0, 0]).all() and pixel_owners(view_points(bad, pose), 0.0, objs)[0, 0] == -1

@@ -96,6 +96,9 @@ def test_the_generic_head_takes_its_memory_from_depth_only_when_asked_and_only_w
         assert build().base.memory_refiner is None  # the default: the head's own estimate
         placed = build(vla_memory="depth").base.memory_refiner
         assert isinstance(placed, PerceivedMemory) and placed.source == "depth"
+        # under the grasp-retry wrapper (which hands attribute reads to its base) the head itself gets the placement
+        retry = build(vla_memory="fused", vla_grasp_retries=2).base
+        assert "memory_refiner" not in vars(retry) and retry.base.memory_refiner.source == "fused"
         with pytest.raises(ConfigError, match="needs an object-memory head"):
             build(vla_memory="perceived", vla_checkpoint=str(tmp_path / "plain"))
     finally:

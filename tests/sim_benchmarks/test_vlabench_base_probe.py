@@ -1,9 +1,17 @@
 """The VLABench base probe's summaries: gripper agreement at switch frames, memory sensitivity, bad input."""
 
+import numpy as np
 import pytest
 
 from envs.errors import ConfigError
-from sim_benchmarks.studies.vlabench.vlabench_base_probe import run, sensitivity, switch_agreement, true_memory
+from sim_benchmarks.studies.generic_vla.memory_sensitivity import frame_row
+from sim_benchmarks.studies.vlabench.vlabench_base_probe import (
+    moved_target,
+    run,
+    sensitivity,
+    switch_agreement,
+    true_memory,
+)
 
 
 def _row(episode, expert, head, switch=None, **extra):
@@ -21,12 +29,24 @@ def test_switch_agreement_counts_exact_and_one_frame_late_decisions():
     assert [f["agree"] for f in out["frames_list"]] == [False, False, True]  # per switch frame, for pairing
 
 
-def test_sensitivity_reports_all_and_near_target_frames():
-    rows = [{"sensitivity": 1.0, "to_target": [0.01, 0.0, 0.0]}, {"sensitivity": 0.0, "to_target": [0.2, 0.0, 0.0]},
+def test_sensitivity_reports_all_near_and_unsaturated_frames():
+    rows = [frame_row((1.0, 0.8), (1.0, 1.0), np.array([0.01, 0.0])),  # near, the expert follows fully
+            frame_row((0.0, 0.2), (0.3, 0.1), np.array([0.2, 0.0])),  # far: the expert's step is saturated
+            frame_row((0.4, 0.4), (1.0, 0.5), np.array([0.1, 0.0])),  # saturated on y only
             {"to_target": [0.0, 0.0, 0.0]}]  # after the grasp: no sensitivity recorded
     out = sensitivity(rows)
-    assert out["frames"] == 2 and out["mean"] == 0.5 and out["near_frames"] == 1 and out["near_mean"] == 1.0
+    assert out["frames"] == 3 and out["mean"] == pytest.approx(0.467, abs=1e-3)
+    assert out["near_frames"] == 1 and out["near_mean"] == 0.9 and out["near_expert_mean"] == 1.0
+    assert out["unsaturated"] == {"frames": 1, "mean": 0.9, "expert_mean": 1.0}
+    assert out["expert_mean"] == pytest.approx(0.65)
     assert sensitivity([{"to_target": [0, 0, 0]}]) == {"frames": 0}
+
+
+def test_moved_target_moves_the_target_in_the_memory_frame_only():
+    ps = {"target": {"position": np.array([0.1, 0.2, 0.8])}, "tcp": np.zeros(3)}
+    moved = moved_target(ps, np.array([0.01, 0.0]))  # base x = world +y
+    assert np.allclose(moved["target"]["position"], [0.1, 0.21, 0.8])
+    assert np.allclose(ps["target"]["position"], [0.1, 0.2, 0.8])  # the simulator's state is not touched
 
 
 def test_bad_input_is_a_config_error_before_any_work(tmp_path):

@@ -12,7 +12,9 @@ the scripted expert drives each episode while, at every visited state, the probe
   lag as an input: random-forest R² per axis, 5-fold cross-validated by episode.
 - **Memory sensitivity.** How far the head's first predicted xy step moves when its remembered target position is
   moved by 1 cm along the base x and y axes (mean over frames before the grasp; 1.0 = follows fully). Frames where
-  the target is within 5 cm are reported apart (there an unclipped step can follow the move fully).
+  the target is within 5 cm are reported apart, and so are the *unsaturated* frames, where the expert's own label
+  (its 5 cm step, re-planned for the moved target) follows the move fully: the definition shared with the SIMPLER
+  head's probe (:mod:`sim_benchmarks.studies.generic_vla.memory_sensitivity`).
 - **Gripper at switch frames.** At each frame where the expert's gripper command switches (grasp or release), whether
   the head's first predicted step commands the same (exactly at the frame, and within one frame either side).
 - **Memory error.** The remembered target position's distance from the true start position.
@@ -29,8 +31,10 @@ on the positions it remembers?"). Writes ``probe.json`` and ``probe.md``.
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +42,15 @@ import numpy as np
 
 from envs.atomic_io import write_json_atomic
 from envs.errors import ConfigError, choice_error
-from envs.manipulation.vlabench.frames import to_base
+from envs.manipulation.vlabench.frames import from_base, to_base
 from envs.statistics import wilson_ci
 from sim_benchmarks.cli import ArgumentParser, main_guard
 from sim_benchmarks.results_folder import check_out_dir
 from sim_benchmarks.studies.aux.results import bootstrap_ci
+from sim_benchmarks.studies.generic_vla.memory_sensitivity import expert_response, frame_row, head_response, summarise
 
 TRACK = "in_distribution"
 PHASES = ("approach", "descend", "close", "lift", "carry", "lower", "release", "retreat", "withdraw")
-SHIFT = 0.01  # metres: the remembered target's move for the sensitivity
-NEAR = 0.05  # metres: frames whose target is this close to the hand are reported apart
 
 
 def true_memory(env: Any, slots: int) -> np.ndarray:
@@ -122,9 +125,9 @@ def probe_task(policy: Any, task: str, episodes: int, seed: int, given_memory: b
                        "expert_grip": grip, "head_grip": bool(chunk[0, 6] >= 0.0),
                        "switch": None if prev_grip is None or prev_grip == grip else ("grasp" if grip else "release")}
                 if policy.cfg.memory and not grasped:
-                    dx = policy.predict_chunk(obs, np.array([[SHIFT, 0.0], [0.0, 0.0]]))[0, 0] - chunk[0, 0]
-                    dy = policy.predict_chunk(obs, np.array([[0.0, SHIFT], [0.0, 0.0]]))[0, 1] - chunk[0, 1]
-                    row["sensitivity"] = float((dx + dy) / 2 / SHIFT)
+                    label = partial(_expert_label, expert, env.unwrapped, obs, tcp, sc.target_rpy)
+                    row.update(frame_row(head_response(policy, obs, chunk), expert_response(label),
+                                         np.asarray(row["to_target"])[:2]))
                 rows.append(row)
                 prev_grip = grip
                 obs, _, terminated, truncated, _ = env.step(target)
@@ -192,15 +195,24 @@ def switch_agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def sensitivity(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean memory sensitivity over pre-grasp frames, all and near the target."""
-    sens = [r for r in rows if "sensitivity" in r]
-    if not sens:
-        return {"frames": 0}
-    near = [r["sensitivity"] for r in sens if np.linalg.norm(r["to_target"][:2]) < NEAR]
-    vals = np.array([r["sensitivity"] for r in sens])
-    return {"frames": len(sens), "mean": round(float(vals.mean()), 3), "median": round(float(np.median(vals)), 3),
-            "near_frames": len(near), "near_mean": round(float(np.mean(near)), 3) if near else None}
+def moved_target(ps: dict[str, Any], move: np.ndarray) -> dict[str, Any]:
+    """The privileged state with the target moved by ``move`` (base-frame xy, the head's memory frame)."""
+    target = dict(ps["target"])
+    target["position"] = np.asarray(target["position"], float) + from_base(np.array([*move, 0.0]))
+    return {**ps, "target": target}
+
+
+def _expert_label(expert: Any, env: Any, obs: Any, tcp: np.ndarray, rpy: np.ndarray, move: np.ndarray) -> np.ndarray:
+    """The expert's hand-frame xy label (base frame) had the target stood ``move`` (base-frame xy) away."""
+    from agents.manipulation.vlabench_demonstrations import absolute_to_delta
+    from envs.manipulation.vlabench.scene import HAND_MAX_DELTA_POS
+
+    twin = copy.copy(expert)  # the phase machine's state is plain values: a shallow copy plans without moving it
+    twin.state = lambda _obs: moved_target(env.privileged_state(), move)
+    return absolute_to_delta(twin.act(obs), tcp, rpy, HAND_MAX_DELTA_POS)[:2]
+
+
+sensitivity = summarise  # the summary shared with the SIMPLER head's probe (one definition for both)
 
 
 def closed_loop(checkpoint: str, task: str, episodes: int, seed: int, memory_source: str = "own"
@@ -244,7 +256,9 @@ def markdown(result: dict[str, Any]) -> str:
              f"- R² (x/y/z) command labels {lt['r2_command_labels']}, + lag {lt['r2_command_labels_with_lag']}; "
              f"hand labels {lt['r2_hand_labels']}",
              f"- sensitivity to a 1 cm memory move: mean {se.get('mean')} over {se.get('frames')} pre-grasp frames; "
-             f"within 5 cm of the target {se.get('near_mean')} ({se.get('near_frames')} frames)",
+             f"within 5 cm of the target {se.get('near_mean')} ({se.get('near_frames')} frames); unsaturated "
+             f"frames {se.get('unsaturated', {}).get('mean')} ({se.get('unsaturated', {}).get('frames')} frames, "
+             f"expert {se.get('unsaturated', {}).get('expert_mean')}); expert over all {se.get('expert_mean')}",
              f"- memory error: median {result['memory_err_median_cm']} cm"]
     for kind in ("grasp", "release", "all"):
         s = sw[kind]

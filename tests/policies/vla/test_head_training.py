@@ -420,3 +420,25 @@ def test_widen_grasp_labels_the_frames_before_the_first_close():
     assert widen_grasp(actions, episode, 10)[:3, 6].tolist() == [1, 1, 1]  # clipped at the episode start
     with pytest.raises(ConfigError, match="grasp_frames"):
         TrainConfig(grasp_frames=-1)
+
+
+def test_displace_memory_moves_the_target_and_the_first_label_together_where_the_expert_would_follow():
+    from policies.vla.training import displace_memory
+
+    seen = torch.tensor([[[0.5, 0.1], [0.6, -0.1]]] * 3)
+    y = torch.zeros(3, 2, 7)
+    raw = torch.tensor([[0.01, 0.0, -0.01], [0.049, 0.0, 0.0], [0.01, 0.0, 0.0]])  # the second: at the step cap
+    eligible = torch.tensor([1.0, 1.0, 0.0])  # the third: after the grasp
+    a_std = torch.full((7,), 0.02)
+    gen = torch.Generator().manual_seed(0)
+    out_seen, out_y = displace_memory(seen, y, raw, eligible, 0.01, 0.05, a_std, gen)
+    delta = out_seen[0, 0] - seen[0, 0]
+    assert 0 < float(delta.abs().max()) < 0.05 and torch.equal(out_seen[:, 1], seen[:, 1])  # the goal stays
+    torch.testing.assert_close(out_y[0, 0, :2], delta / 0.02)  # the label follows the memory, in label units
+    assert torch.equal(out_y[0, 1], y[0, 1]) and torch.equal(out_y[0, 0, 2:], y[0, 0, 2:])  # first step's xy only
+    moved_out = float((raw[1, :2] + (out_seen[1, 0] - seen[1, 0])).norm())
+    assert moved_out <= 0.05 or torch.equal(out_seen[1], seen[1])  # beyond the cap: left alone
+    assert torch.equal(out_seen[2], seen[2]) and torch.equal(out_y[2], y[2])
+    assert torch.equal(y, torch.zeros(3, 2, 7))  # the caller's labels are not modified
+    with pytest.raises(ConfigError, match="memory_shift"):
+        TrainConfig(memory_shift=-0.01)

@@ -8,7 +8,7 @@ pytest.importorskip("envs.manipulation.vlabench.scene")  # sets MUJOCO_GL before
 
 from agents.manipulation.vlabench_demonstrations import to_base_frame  # noqa: E402
 from envs.errors import ConfigError  # noqa: E402
-from perception.tabletop_cloud import tabletop_objects  # noqa: E402
+from perception.tabletop_cloud import tabletop_objects, view_points  # noqa: E402
 from policies.manipulation.vlabench_modular import ModularVLABenchBase  # noqa: E402
 from policies.vla.checkpoint import HeadBundle  # noqa: E402
 from policies.vla.checkpoint_files import freeze  # noqa: E402
@@ -49,7 +49,7 @@ def test_world_and_state_frames_match_the_demonstrations_base_frame():
     np.testing.assert_allclose(world_to_state(world[:2]), to_base_frame(world)[:2], atol=1e-6)
     np.testing.assert_allclose(state_to_world(world_to_state(world[:2])), world[:2], atol=1e-6)
     assert check_memory_source("depth") == "depth"
-    with pytest.raises(ConfigError, match="vla_memory.*own, depth, perceived"):
+    with pytest.raises(ConfigError, match="vla_memory.*own, depth, perceived, fused"):
         check_memory_source("oracle")
 
 
@@ -82,7 +82,7 @@ class _Fixed:
     def reset(self, instruction: str, info: dict) -> None:
         self.resets += 1
 
-    def place(self, obs: dict, own: np.ndarray) -> np.ndarray:
+    def place(self, obs: dict, own: np.ndarray, heatmap: np.ndarray | None = None) -> np.ndarray:
         self.own = own.copy()
         return self.rows
 
@@ -106,3 +106,50 @@ def test_the_policy_remembers_what_the_placement_gives_and_its_own_estimate_wher
     np.testing.assert_allclose(memory[1], own._memory[0, 1, :2].numpy())  # NaN: its own estimate
     np.testing.assert_allclose(placed.memory_refiner.own, own._memory[0, :, :2].numpy())  # it saw the estimate
     assert placed.memory_refiner.resets == 1 and not np.allclose(chunk_own, chunk_placed)
+
+
+def _painted_scene(blocks: list[tuple[float, float, float, tuple[int, int, int]]]) -> tuple[dict, np.ndarray]:
+    """A top-down RGB-D view (camera 1 m above a table at z = 0, 30° fov: 54 cm across) of 10 cm blocks (cx, cy, height, rgb) and
+    the scene the fused cloud gives: the front view's sensors are what ``fused`` reads pixels from."""
+    pose = (np.array([0.0, 0.0, 1.0]), np.eye(3), 30.0)
+    depth = np.full((160, 160), 1.0)
+    image = np.full((160, 160, 3), 170, np.uint8)  # a grey table
+    xy = view_points(depth, pose)[..., :2]
+    for cx, cy, h, rgb in blocks:
+        top = xy * (1.0 - h)  # where each pixel's ray meets the block's top
+        inside = (np.abs(top[..., 0] - cx) <= 0.05) & (np.abs(top[..., 1] - cy) <= 0.05)
+        depth[inside], image[inside] = 1.0 - h, rgb
+    items = tabletop_objects([view_points(depth, pose).reshape(-1, 3)], 0.0)
+    sensors = {"depth": {"front": depth}, "pose": {"front": pose}}
+    return {"table_z": 0.0, "target": None, "fixture": None, "objects": items, "sensors": sensors}, image
+
+
+def _fused(instruction: str, scene: dict) -> PerceivedMemory:
+    placer = PerceivedMemory(ModularVLABenchBase(lambda: {}, "pick"), "fused")
+    placer.reset(instruction, {})
+    placer.base.scene = scene
+    return placer
+
+
+def test_fused_weighs_the_heatmap_against_the_named_colour_and_the_categorys_height():
+    blue, red = (35, 70, 200), (200, 30, 30)
+    scene, image = _painted_scene([(0.2, 0.1, 0.10, blue), (-0.2, 0.1, 0.10, red)])
+    heat = np.zeros((16, 16))
+    heat[:, :8] = 0.7 / 128  # the head looks mostly at the red block (left half of the image: world x < 0)
+    heat[:, 8:] = 0.3 / 128
+    own = np.stack([world_to_state(np.array([-0.2, 0.1]))] * 2)
+    placer = _fused("pick up the blue can", scene)
+    assert placer.needs_heatmap and not _placer("depth", _scene()).needs_heatmap
+    out = placer.place({"image": image}, own, heatmap=heat)
+    np.testing.assert_allclose(state_to_world(out[0]), [0.2, 0.1], atol=0.01)  # the colour outvotes the heatmap
+    assert placer.last["colour"] == "blue" and placer.last["colour_share"][placer.last["best"]] > 0.9
+    assert np.isnan(out[1]).all()  # no box or plate: the head keeps its own
+    no_colour = _fused("pick up the can", scene).place({"image": image}, own, heatmap=heat)
+    np.testing.assert_allclose(state_to_world(no_colour[0]), [-0.2, 0.1], atol=0.01)  # the heatmap decides
+    # Both blue, one as tall as a bottle: a can of that height does not exist, the other one is chosen.
+    scene, image = _painted_scene([(0.2, 0.1, 0.17, blue), (-0.2, 0.1, 0.10, blue)])
+    heat = np.ones((16, 16)) / 256
+    heat[:, 8:] *= 1.5
+    heat /= heat.sum()
+    tall = _fused("pick up the blue can", scene).place({"image": image}, own, heatmap=heat)
+    np.testing.assert_allclose(state_to_world(tall[0]), [-0.2, 0.1], atol=0.01)
