@@ -67,3 +67,16 @@ def test_gotabpfn_verdict_counts_only_cells_with_room_beyond_the_split_noise():
     assert result.verdict == "yes" and result.value == pytest.approx(8.0)
     assert result.margin == pytest.approx(2 * np.std([60 + (s % 3 - 1) * 1.5 for s in range(10)], ddof=1) / 10**0.5)
     assert result.headroom.best == 100.0
+
+
+def test_the_added_tables_are_wide_with_more_rows_than_nci60_and_enter_the_full_run():
+    from sim_benchmarks.studies.aux.gotabpfn import datasets
+    from sim_benchmarks.studies.aux.hdlss_tables import hepatic_injury, nci60, pd_speech
+
+    n_nci60 = len(nci60()[1])
+    for loader, shape, classes in ((pd_speech, (252, 751), [188, 64]), (hepatic_injury, (281, 376), [145, 106, 30])):
+        x, y = loader()
+        assert x.shape == shape and np.isfinite(x).all() and sorted(np.bincount(y), reverse=True) == classes
+        assert len(y) > 4 * n_nci60 and x.shape[1] > 100  # more rows than NCI60, still far wider than n = 100
+    tables = datasets(quick=False)
+    assert {"pd_speech", "hepatic"} <= set(tables) and tables["pd_speech"]["train"] == tables["hepatic"]["train"] == 100

@@ -58,9 +58,9 @@ def test_rotation_is_judged_unrotated_against_rotated_at_a2_and_a3() -> None:
     assert {v for pair in pairs for v in pair} <= set(VARIANTS)
 
 
-def _rows(rot_gain: float, fp_fd: float, noise: float = 0.02) -> list[dict]:
+def _rows(rot_gain: float, fp_fd: float, noise: float = 0.02, n: int = 5) -> list[dict]:
     rows = []
-    for seed in range(5):
+    for seed in range(n):
         wiggle = 1 + noise * (seed - 2)  # sample-draw noise of the baselines' FD
         row = {"seed": seed, "FP": {"fd": fp_fd, "class_acc": 0.95}, "layers": {}, "ampn_mean_bits": 2.48,
                "random_mean_bits": 2.48}
@@ -83,6 +83,24 @@ def test_summarise_judges_against_the_redraw_noise_and_the_full_precision_ceilin
     # One seed: the t-interval and the 2-SE margin both collapse to a point, which must not read as a verdict.
     single = summarise(_rows(rot_gain=0.3, fp_fd=2.0)[:1])
     assert set(single.parts.values()) == {"inconclusive"} and single.verdict == "inconclusive"
+
+
+def test_margins_stay_fixed_as_seeds_are_added_so_more_seeds_can_meet_the_power_rule() -> None:
+    # A gain just above the fixed A2 margin, with seed-to-seed spread: at 5 seeds the CI is wider than the margin;
+    # at 40 seeds it is narrower, and the margin (unlike a 2-SE margin recomputed per run) has not moved.
+    def rows(n: int) -> list[dict]:
+        out = _rows(rot_gain=0.0, fp_fd=2.0, n=n)
+        for r in out:
+            gain = 0.12 + 0.15 * (-1) ** r["seed"]
+            r["W1.58A2+rot"]["fd"] = r["W1.58A2"]["fd"] * (1 - gain)
+        return out
+
+    few, many = summarise(rows(5)).checks["parts"], summarise(rows(40)).checks["parts"]
+    part = "rotation at W1.58A2"
+    assert few[part]["margin"] == many[part]["margin"] == pytest.approx(0.063)
+    assert not few[part]["powered"] and many[part]["powered"]
+    assert few[part]["verdict"] == "inconclusive" and many[part]["verdict"] == "yes"
+    assert many[part]["redraw_2se_this_run"] > 0  # each run still reports its own redraw noise
 
 
 @pytest.mark.slow

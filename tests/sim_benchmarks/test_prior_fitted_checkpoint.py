@@ -102,3 +102,15 @@ def test_init_refuses_a_folder_without_a_checkpoint(tmp_path, capsys):
     assert train_main(["--out", str(tmp_path / "ck"), "--init", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
     assert "has no manifest.json" in err and len(err.strip().splitlines()) == 1
+
+
+def test_two_models_evaluated_with_one_seed_see_the_same_tasks_task_by_task():
+    from launch.train_prior_fitted import evaluate_on_prior
+
+    a, b = build_model(CONFIG, seed=4), build_model(CONFIG, seed=5)
+    ea, eb = evaluate_on_prior(a, 4, 3, per_task=True), evaluate_on_prior(b, 4, 3, per_task=True)
+    # the baselines do not depend on the model: identical per task when the tasks are the same
+    assert ea["per_task"]["logistic"] == eb["per_task"]["logistic"] and len(ea["per_task"]["pfn"]) == 4
+    assert ea["per_task"]["pfn"] != eb["per_task"]["pfn"]
+    assert np.mean(ea["per_task"]["pfn"]) == pytest.approx(ea["accuracy"]["pfn"][0])
+    assert "per_task" not in evaluate_on_prior(a, 2, 3)

