@@ -364,8 +364,11 @@ def render_section(result: dict[str, Any]) -> str:
              for k, name in (("minatar", "MinAtar"), ("atari", "Atari")) if k in suites]
     out = [SECTION, "",
            f"Run {result['finished_utc']} on {result['machine']}. **The machine was loaded** (load average "
-           f"{result['loadavg_start'][0]:.1f} at the start, {result['loadavg_end'][0]:.1f} at the end, on "
-           f"{result['cpus']} cores shared with other jobs), so absolute steps/s here are low and noisy; the "
+           f"{result['loadavg_start'][0]:.1f} at the start, {result['loadavg_end'][0]:.1f} at the end"
+           + (f", {min(result['loadavg_runs']):.1f}–{max(result['loadavg_runs']):.1f} (median "
+              f"{statistics.median(result['loadavg_runs']):.1f}) as the {len(result['loadavg_runs'])} timed runs "
+              "ended" if result.get("loadavg_runs") else "")
+           + f", on {result['cpus']} cores shared with other jobs), so absolute steps/s here are low and noisy; the "
            "**ratios** — taken within a round, where both sides saw the same load — are the comparable figure. "
            f"{args['rounds']} interleaved rounds (order rotated each round), one thread per process, ε held at "
            f"0.01, seed {args['seed']}; each round times {' and '.join(timed)} warm-up steps. A step is act + "
@@ -405,6 +408,7 @@ def render_section(result: dict[str, Any]) -> str:
             "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
             "| --- | ---: | --- | --- | --- |", *_ratio_rows(s, labels)]
     by_cpu = result.get("summary_cpu") or summarize(cpu_rates(result.get("runs", {})))
+    n_rounds = max((len(v["rounds"]) for v in by_cpu["entries"].values()), default=0)
     if by_cpu["ratios"]:
         out += ["", "The same runs by CPU time: steps per second of each process's own CPU time (all its threads) "
                 "in the timed window, i.e. what a step costs whatever share of a core the scheduler gave the "
@@ -414,7 +418,13 @@ def render_section(result: dict[str, Any]) -> str:
                 "rounds: " + "; ".join(f"{labels[k]} {_fmt(v['median'])}" for k, v in by_cpu["entries"].items())
                 + ".", "",
                 "| ratio of CPU-steps/s (within a round) | median | range | geometric mean [95 % t CI] | per round |",
-                "| --- | ---: | --- | --- | --- |", *_ratio_rows(by_cpu, labels)]
+                "| --- | ---: | --- | --- | --- |", *_ratio_rows(by_cpu, labels), "",
+                "CPU-steps/s of every implementation in each round (a reference's column moving between rounds is "
+                "its own cost per step moving with the machine's state, not Embodia's):", "",
+                "| implementation | " + " | ".join(f"round {i + 1}" for i in range(n_rounds)) + " |",
+                "| --- |" + " ---: |" * n_rounds,
+                *(f"| {labels[k]} | " + " | ".join(_fmt(x) for x in v["rounds"]) + " |"
+                  for k, v in by_cpu["entries"].items())]
     if result.get("breakdown_ms_per_step"):
         clock = ("CPU ms per step of the process's one thread" if result.get("breakdown_clock") == "thread cpu"
                  else "ms per step")
@@ -530,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--atari-warmup", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", default="",
+                   help="comma-separated entry keys to time (default: every entry of --suites); ratios need both "
+                        "sides")
     p.add_argument("--pin-core", type=int, default=None,
                    help="pin every process (references and Embodia) to this CPU core (like taskset -c N)")
     p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
@@ -558,6 +571,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # every timed run is a fresh process that reads ONE_THREAD at start-up (child_env); this one only waits
     entries = [e for e in ENTRIES if e.suite in suites]
+    only = [k for k in args.only.split(",") if k]
+    for k in only:
+        if k not in {e.key for e in entries}:
+            raise choice_error("entry (--only)", k, [e.key for e in entries])
+    if only:
+        entries = [e for e in entries if e.key in only]
     steps = {"minatar": (args.minatar_steps, args.minatar_warmup), "atari": (args.atari_steps, args.atari_warmup)}
     rates: dict[str, list[float]] = {e.key: [] for e in entries}
     extras: dict[str, list[dict[str, Any]]] = {e.key: [] for e in entries}
@@ -569,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
             row = (run_reference(e, pythons[e.checkout], checkouts[e.checkout], n, w, args.seed, args.pin_core)
                    if e.script else run_embodia_process(e, n, w, args.pin_core))
             check_process(e.key, row)  # a pool over one thread, or more than one core busy: stop, publish nothing
+            row["loadavg_after"] = os.getloadavg()[0]  # the 1-minute load average as the run ended
             rates[e.key].append(row["steps_per_second"])
             extras[e.key].append(row)
             print(f"round {r + 1}  {e.key:24s} {row['steps_per_second']:8.1f} steps/s  cores busy "
@@ -590,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
         "finished_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()} Linux, {os.cpu_count()} cores", "cpus": os.cpu_count(),
         "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "one_thread_env": ONE_THREAD,
+        "loadavg_runs": [row["loadavg_after"] for r in range(args.rounds) for rows in extras.values()
+                         for row in rows[r:r + 1]],
         "thread_pools": {k: distinct_pools(rows) for k, rows in extras.items() if rows},
         "threads_ran": {k: [r.get("threads_ran") for r in rows] for k, rows in extras.items() if rows},
         "pinned_core": args.pin_core,
