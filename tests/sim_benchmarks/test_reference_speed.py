@@ -120,6 +120,10 @@ def test_section_names_commits_versions_load_and_every_ratio():
     ratio_rows = [ln for ln in text.splitlines() if "÷" in ln]
     assert len(ratio_rows) == len(rs.PAIRS)
     assert all(ln.count("|") == 6 for ln in ratio_rows)
+    assert "What the SPR ratio compares" in text and "line 980" in text  # parameters and update rate beside it
+    result = _result()
+    result["runs"] = {"spr_minatar_numba": [{"parameters": 284_963}], "ref_spr_minatar_jax": [{"parameters": 41_971}]}
+    assert "Embodia trains 284,963 parameters, the reference 41,971 (6.8×)" in rs.render_section(result)
 
 
 def test_write_section_inserts_before_details_then_replaces_in_place(tmp_path):

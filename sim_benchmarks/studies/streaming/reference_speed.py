@@ -355,6 +355,29 @@ def parameter_count(result: dict[str, Any], key: str) -> int | None:
     return runs[0].get("parameters") or result.get("breakdown_ms_per_step", {}).get(key, {}).get("parameters")
 
 
+def spr_work_note(result: dict[str, Any]) -> list[str]:
+    """What the SPR ratio compares: the two implementations' parameters and update rates (lines of the page)."""
+    if not {"spr_minatar_numba", "ref_spr_minatar_jax"} <= set(result["summary"]["entries"]):
+        return []
+    ours, ref = parameter_count(result, "spr_minatar_numba"), parameter_count(result, "ref_spr_minatar_jax")
+    size = (f"Embodia trains {ours:,} parameters, the reference {ref:,} ({ours / ref:.1f}×)" if ours and ref
+            else "the parameter counts are in the table above")
+    return ["", f"What the SPR ratio compares. **Parameters**: {size}, for the same MinAtar Breakout task: the "
+            "reference's MinAtar encoder reads each (10, 10, C) board as (10, C, 10) and passes its 3×3 kernel as a "
+            "bare int, so its convolutions are 1-D and its network and heads are smaller than the intended ones "
+            "(Embodia's Q network is Stream-x's 132,179-parameter MinAtar network; its SPR heads add the transition "
+            "model's two 3×3 convolutions, the 1024→128 projection and the 128→128 predictor). **Update rate**: "
+            "the same steps take an SPR update in both — a full window of K + 1 = 6 observations inside the "
+            "current episode, a greedy action, not terminal (the reference's `spr_condition`, "
+            "`algorithms/streamq-spr-ortho.py` line 980; ε is held at 0.01 here, so that is most steps in both). "
+            "Per step the reference does some work on every step that Embodia does only on update steps: its "
+            "jitted step always computes the target encoder and projection of the window and runs the momentum "
+            "projections, optimiser applies and EMAs of every module (`jax.lax.cond` skips only the loss and its "
+            "gradient; on a skipped step its momentum buffers decay by β against a zero gradient, where "
+            "Embodia's move only on update steps). Its loss is the mean over the K predictions where Embodia's is "
+            "the sum (the paper's), a K-fold smaller SPR step: a difference of step size, not of work."]
+
+
 def render_section(result: dict[str, Any]) -> str:
     """The results-page section (markdown) for one study run."""
     s, labels = result["summary"], {e.key: e.label for e in ENTRIES}
@@ -425,6 +448,7 @@ def render_section(result: dict[str, Any]) -> str:
                 "| --- |" + " ---: |" * n_rounds,
                 *(f"| {labels[k]} | " + " | ".join(_fmt(x) for x in v["rounds"]) + " |"
                   for k, v in by_cpu["entries"].items())]
+    out += spr_work_note(result)
     if result.get("breakdown_ms_per_step"):
         clock = ("CPU ms per step of the process's one thread" if result.get("breakdown_clock") == "thread cpu"
                  else "ms per step")
