@@ -22,9 +22,10 @@ from agents.streaming.stream_q import StreamQ, StreamQConfig
 from envs.config import option
 from envs.errors import choice_error
 from policies.streaming.im2col_spr import Im2colSPRLoss
-from policies.streaming.kernels import momentum_project_step_
+from policies.streaming.kernels import ema_, momentum_project_step_
 from policies.streaming.networks import flatten_parameters_, init_module_, mkldnn_enabled
 from policies.streaming.numba_spr import NumbaSPRLoss
+from policies.streaming.numba_spr_update import RL_NONE, RL_ORTHOGONAL, RL_PCGRAD, FusedSPRUpdate
 from policies.streaming.spr import (
     Projection,
     TransitionModel,
@@ -53,6 +54,12 @@ class StreamSPRConfig(StreamQConfig):
     # momentum + PCGrad against Δ_RL for pcgrad
     projection: str = option("both", "encoder-step projection: none | momentum | rl | both | pcgrad")
     proj_dim: int = option(0, "projection width (0: the suite's hidden width)", min=0)
+    # backend=numba on MinAtar: the whole SPR update (loss, reverse pass, momentum projections, steps, the target
+    # projection's EMA) as one compiled call (policies.streaming.numba_spr_update); false = the loss kernel plus
+    # per-module steps that runs made before it existed, whose checkpoints therefore resume with false
+    fused_spr: bool = option(True, "backend=numba on MinAtar: the whole SPR update as one compiled call")
+
+    LEGACY_VALUES: ClassVar[dict[str, Any]] = {**StreamQConfig.LEGACY_VALUES, "fused_spr": False}
 
 
 class StreamSPR(StreamQ):
@@ -89,12 +96,24 @@ class StreamSPR(StreamQ):
         # backend "numba": the SPR loss's forward and reverse pass compiled too — one numba call on MinAtar,
         # im2col + BLAS GEMMs on the Atari/Octax conv stacks
         self.fast_spr: NumbaSPRLoss | Im2colSPRLoss | None = None
+        self.fused_spr: FusedSPRUpdate | None = None
         if self.fast is not None and suite == "minatar":
             self.fast_spr = NumbaSPRLoss(self.q.encoder, self.transition, self.projection, self.predictor,
                                          self.target_encoder, self.target_projection, latent)
+            if cfg.fused_spr:
+                mode = {"rl": RL_ORTHOGONAL, "both": RL_ORTHOGONAL, "pcgrad": RL_PCGRAD}.get(cfg.projection, RL_NONE)
+                self.fused_spr = FusedSPRUpdate(
+                    self.fast_spr, self.flat[: self.n_enc].numpy(), [f.numpy() for f in self.head_flats],
+                    [self.target_enc_flat.numpy(), self.target_proj_flat.numpy()], [c.numpy() for c in self.momentum],
+                    mode, cfg.projection in ("momentum", "both", "pcgrad"), cfg.beta, -cfg.spr_lr * cfg.spr_weight)
+                self._trace_enc = self.opt.trace[: self.n_enc].numpy()  # a view: ObGD updates the trace in place
+                self._enc_np, self._target_enc_np = self.flat[: self.n_enc].numpy(), self.target_enc_flat.numpy()
         elif self.fast is not None:
             self.fast_spr = Im2colSPRLoss(self.q.encoder, self.transition, self.projection, self.predictor,
                                           self.target_encoder, self.target_projection, self.obs_shape)
+        # the fused update defers the target projection's EMA: the projection changes only in SPR updates, so the
+        # n steps since the last one are applied as one step of weight 1 − τⁿ when the target is next read
+        self._ema_pending = 0
         self._win_obs: deque[torch.Tensor] = deque(maxlen=cfg.k + 1)
         self._win_act: deque[int] = deque(maxlen=cfg.k)
         self.spr_updates = 0
@@ -136,6 +155,7 @@ class StreamSPR(StreamQ):
     # -- SPR ---------------------------------------------------------------------------------------------
     def spr_gradients(self) -> tuple[float, list[torch.Tensor]]:
         """SPR loss on the current window and its flat gradients per module (encoder, transition, proj, pred)."""
+        self.flush_targets()
         obs = torch.stack(list(self._win_obs))
         if self.fast_spr is not None:
             loss, flat = self.fast_spr.gradients(obs.numpy(), np.asarray(self._win_act))
@@ -161,6 +181,13 @@ class StreamSPR(StreamQ):
 
     def _spr_update(self) -> float:
         cfg = self.config
+        if self.fused_spr is not None:
+            obs = np.stack([o.numpy() for o in self._win_obs])
+            loss = self.fused_spr.update(obs, np.array(self._win_act, np.int64), self._trace_enc, self._rl_scale,
+                                         self._pending_ema_weight())
+            self._ema_pending = 0
+            self.spr_updates += 1
+            return loss
         loss, grads = self.spr_gradients()
         use_momentum = cfg.projection in ("momentum", "both", "pcgrad")
         step = cfg.spr_lr * cfg.spr_weight
@@ -188,9 +215,22 @@ class StreamSPR(StreamQ):
 
     def _ema_update(self) -> None:
         w = 1.0 - self.config.tau
+        if self.fused_spr is not None:
+            ema_(self._target_enc_np, self._enc_np, w)
+            self._ema_pending += 1
+            return
         with torch.no_grad():
             self.target_enc_flat.lerp_(self.flat[: self.n_enc], w)
             self.target_proj_flat.lerp_(self.head_flats[1], w)
+
+    def _pending_ema_weight(self) -> float:
+        return 1.0 - self.config.tau ** self._ema_pending if self._ema_pending else 0.0
+
+    def flush_targets(self) -> None:
+        """Apply the target projection's deferred EMA steps (fused update); call before reading it from outside."""
+        if self._ema_pending:
+            ema_(self.target_proj_flat.numpy(), self.head_flats[1].numpy(), self._pending_ema_weight())
+            self._ema_pending = 0
 
     # -- checkpointing ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -201,6 +241,8 @@ class StreamSPR(StreamQ):
             "momentum": [c.clone() for c in self.momentum],
             "spr_updates": self.spr_updates,
         })
+        if self.fused_spr is not None:  # saved as it stands: a flush here would make rounding depend on checkpoints
+            state["ema_pending"] = self._ema_pending
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -212,5 +254,6 @@ class StreamSPR(StreamQ):
         for dst, src in zip(self.momentum, state["momentum"], strict=True):
             dst.copy_(src)
         self.spr_updates = int(state["spr_updates"])
+        self._ema_pending = int(state.get("ema_pending", 0))
         self._win_obs.clear()
         self._win_act.clear()

@@ -116,6 +116,16 @@ def momentum_project_step_(g: np.ndarray, c: np.ndarray, beta: float, eps: float
         c[i] = beta * c[i] + (1.0 - beta) * u
 
 
+@numba.njit(cache=True, fastmath=FASTMATH)
+def ema_(target: np.ndarray, online: np.ndarray, weight: float) -> None:
+    """target ← target + w·(online − target) in place, in target's precision (an EMA step with w = 1 − τ)."""
+    if online.size != target.size:
+        raise ValueError("ema_: target and online differ in size")
+    w = target.dtype.type(weight)
+    for i in range(target.size):
+        target[i] += w * (online[i] - target[i])
+
+
 @numba.njit(cache=True)
 def welford_normalize_(x: np.ndarray, count: int, mean: np.ndarray, m2: np.ndarray, eps: float,
                        out: np.ndarray) -> None:

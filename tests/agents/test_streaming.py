@@ -277,6 +277,41 @@ def test_a_checkpoint_from_before_the_fused_step_resumes_bit_identically_on_the_
     assert fresh["config"]["fused_step"] is True  # new runs take the fused step
 
 
+def test_an_spr_checkpoint_from_before_the_fused_update_resumes_bit_identically_on_the_old_path(tmp_path):
+    # a run begun with the loss kernel + per-module steps (a checkpoint without the fused_spr field) continues on
+    # them: its metrics and final state equal an uninterrupted run's on that path, bit for bit
+    opts = {"checkpoint_every": 150, "backend": "numba", "start_e": 0.2}
+    train("minatar:breakout", "stream_spr", 450, 4, tmp_path / "a", options={**opts, "fused_spr": False})
+
+    class Killed(Exception):
+        pass
+
+    def die_at_300(n, done=[0]):  # noqa: B006 (a counter across calls)
+        done[0] += n
+        if done[0] >= 300:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train("minatar:breakout", "stream_spr", 450, 4, tmp_path / "c", options={**opts, "fused_spr": False},
+              on_progress=die_at_300)
+    ckpt = tmp_path / "c" / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=False)
+    del state["identity"]["config"]["fused_spr"]  # as written before the option existed
+    torch.save(state, ckpt)
+    with pytest.raises(ConfigError, match="from another run"):  # asking for the fused update explicitly: refused
+        train("minatar:breakout", "stream_spr", 450, 4, tmp_path / "c", resume=True,
+              options={**opts, "fused_spr": True})
+    resumed = train("minatar:breakout", "stream_spr", 450, 4, tmp_path / "c", resume=True, options=opts)
+    assert resumed["config"]["fused_spr"] is False and resumed["resumed_from_step"] > 0
+    assert filecmp.cmp(tmp_path / "a" / "metrics.jsonl", tmp_path / "c" / "metrics.jsonl", shallow=False)
+    full = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["loop"]
+    _assert_bit_identical(full, torch.load(ckpt, weights_only=False)["loop"])
+    assert full["learner"]["spr_updates"] > 0
+    fresh = StreamSPR("minatar", (4, 10, 10), 3, build_config("stream_spr", "minatar", 100, {"backend": "numba"}))
+    assert fresh.config.fused_spr is True and fresh.fused_spr is not None  # new runs take the fused update
+    assert StreamSPR("minatar", (4, 10, 10), 3, StreamSPRConfig(fused_spr=True)).fused_spr is None  # torch backend
+
+
 def test_resume_refuses_a_checkpoint_from_another_run(tmp_path):
     train("minatar:breakout", "stream_q", 400, 1, tmp_path, options={"checkpoint_every": 100})
     with pytest.raises(ConfigError, match="from another run"):

@@ -73,6 +73,12 @@ def test_absent_flag_and_bad_interpreter_exit_2(tmp_path, capsys):
     assert rs.main(["--streaming-drl", str(drl), "--stream-rep-rl", str(rep), "--suites", "octax",
                     "--page", ""]) == 2
     assert "octax" in capsys.readouterr().err
+    assert rs.main(["--streaming-drl", str(drl), "--stream-rep-rl", str(rep), "--suites", "minatar",
+                    "--only", "spr_minatar_numba,q_atari_numba_nature", "--page", "", "--out",
+                    str(tmp_path / "out")]) == 2  # an Atari entry while only MinAtar is timed
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "q_atari_numba_nature" in err[0] and "spr_minatar_numba" in err[0]
+    assert not (tmp_path / "out").exists()
 
 
 def test_summarize_takes_ratios_within_rounds():
@@ -114,6 +120,10 @@ def test_section_names_commits_versions_load_and_every_ratio():
     ratio_rows = [ln for ln in text.splitlines() if "÷" in ln]
     assert len(ratio_rows) == len(rs.PAIRS)
     assert all(ln.count("|") == 6 for ln in ratio_rows)
+    assert "What the SPR ratio compares" in text and "line 980" in text  # parameters and update rate beside it
+    result = _result()
+    result["runs"] = {"spr_minatar_numba": [{"parameters": 284_963}], "ref_spr_minatar_jax": [{"parameters": 41_971}]}
+    assert "Embodia trains 284,963 parameters, the reference 41,971 (6.8×)" in rs.render_section(result)
 
 
 def test_write_section_inserts_before_details_then_replaces_in_place(tmp_path):
@@ -227,8 +237,9 @@ def test_check_process_fails_a_wide_pool_or_more_than_one_core_busy():
 
 def test_render_rewrites_the_section_from_a_saved_run_and_refuses_a_bad_file(tmp_path, capsys):
     result = _result()
-    runs = {e.key: [{"steps_per_second": 100.0 * (i + 1), "cpu_per_wall": 0.5}] for i, e in enumerate(rs.ENTRIES)}
-    result.update(runs=runs, cpu_per_wall={k: 0.5 for k in runs})
+    runs = {e.key: [{"steps_per_second": 100.0 * (i + 1) * (r + 1), "cpu_per_wall": 0.5} for r in range(2)]
+            for i, e in enumerate(rs.ENTRIES)}
+    result.update(runs=runs, cpu_per_wall={k: 0.5 for k in runs}, loadavg_runs=[3.0, 9.0, 4.0])
     saved, page = tmp_path / "reference_speed.json", _page(tmp_path)
     saved.write_text(json.dumps(result))
     assert rs.main(["--render", str(saved), "--page", str(page)]) == 0
@@ -239,6 +250,11 @@ def test_render_rewrites_the_section_from_a_saved_run_and_refuses_a_bad_file(tmp
     q, jax = (rs.ENTRIES.index(next(e for e in rs.ENTRIES if e.key == k)) + 1 for k in ("q_minatar_numba",
                                                                                           "ref_q_minatar_jax"))
     assert any(f"**{q / jax:.2f}×**" in ln for ln in cpu_rows)
+    # each reference's CPU-steps/s per round, and the load average as the runs ended
+    per_round = text.split("CPU-steps/s of every implementation in each round")[1].split("\n\n")[1].splitlines()
+    assert "| stream-rep-rl `streamq.py` (JAX) | " + f"{200 * jax:,.0f} | {400 * jax:,.0f} |" in per_round
+    assert len(per_round) == 2 + len(rs.ENTRIES)
+    assert "3.0–9.0 (median 4.0) as the 3 timed runs ended" in text
     capsys.readouterr()
     (tmp_path / "bad.json").write_text("{not json")
     assert rs.main(["--render", str(tmp_path / "bad.json"), "--page", ""]) == 2

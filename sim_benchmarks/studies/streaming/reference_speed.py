@@ -355,6 +355,29 @@ def parameter_count(result: dict[str, Any], key: str) -> int | None:
     return runs[0].get("parameters") or result.get("breakdown_ms_per_step", {}).get(key, {}).get("parameters")
 
 
+def spr_work_note(result: dict[str, Any]) -> list[str]:
+    """What the SPR ratio compares: the two implementations' parameters and update rates (lines of the page)."""
+    if not {"spr_minatar_numba", "ref_spr_minatar_jax"} <= set(result["summary"]["entries"]):
+        return []
+    ours, ref = parameter_count(result, "spr_minatar_numba"), parameter_count(result, "ref_spr_minatar_jax")
+    size = (f"Embodia trains {ours:,} parameters, the reference {ref:,} ({ours / ref:.1f}×)" if ours and ref
+            else "the parameter counts are in the table above")
+    return ["", f"What the SPR ratio compares. **Parameters**: {size}, for the same MinAtar Breakout task: the "
+            "reference's MinAtar encoder reads each (10, 10, C) board as (10, C, 10) and passes its 3×3 kernel as a "
+            "bare int, so its convolutions are 1-D and its network and heads are smaller than the intended ones "
+            "(Embodia's Q network is Stream-x's 132,179-parameter MinAtar network; its SPR heads add the transition "
+            "model's two 3×3 convolutions, the 1024→128 projection and the 128→128 predictor). **Update rate**: "
+            "the same steps take an SPR update in both — a full window of K + 1 = 6 observations inside the "
+            "current episode, a greedy action, not terminal (the reference's `spr_condition`, "
+            "`algorithms/streamq-spr-ortho.py` line 980; ε is held at 0.01 here, so that is most steps in both). "
+            "Per step the reference does some work on every step that Embodia does only on update steps: its "
+            "jitted step always computes the target encoder and projection of the window and runs the momentum "
+            "projections, optimiser applies and EMAs of every module (`jax.lax.cond` skips only the loss and its "
+            "gradient; on a skipped step its momentum buffers decay by β against a zero gradient, where "
+            "Embodia's move only on update steps). Its loss is the mean over the K predictions where Embodia's is "
+            "the sum (the paper's), a K-fold smaller SPR step: a difference of step size, not of work."]
+
+
 def render_section(result: dict[str, Any]) -> str:
     """The results-page section (markdown) for one study run."""
     s, labels = result["summary"], {e.key: e.label for e in ENTRIES}
@@ -364,8 +387,11 @@ def render_section(result: dict[str, Any]) -> str:
              for k, name in (("minatar", "MinAtar"), ("atari", "Atari")) if k in suites]
     out = [SECTION, "",
            f"Run {result['finished_utc']} on {result['machine']}. **The machine was loaded** (load average "
-           f"{result['loadavg_start'][0]:.1f} at the start, {result['loadavg_end'][0]:.1f} at the end, on "
-           f"{result['cpus']} cores shared with other jobs), so absolute steps/s here are low and noisy; the "
+           f"{result['loadavg_start'][0]:.1f} at the start, {result['loadavg_end'][0]:.1f} at the end"
+           + (f", {min(result['loadavg_runs']):.1f}–{max(result['loadavg_runs']):.1f} (median "
+              f"{statistics.median(result['loadavg_runs']):.1f}) as the {len(result['loadavg_runs'])} timed runs "
+              "ended" if result.get("loadavg_runs") else "")
+           + f", on {result['cpus']} cores shared with other jobs), so absolute steps/s here are low and noisy; the "
            "**ratios** — taken within a round, where both sides saw the same load — are the comparable figure. "
            f"{args['rounds']} interleaved rounds (order rotated each round), one thread per process, ε held at "
            f"0.01, seed {args['seed']}; each round times {' and '.join(timed)} warm-up steps. A step is act + "
@@ -405,6 +431,7 @@ def render_section(result: dict[str, Any]) -> str:
             "| ratio (within a round) | median | range | geometric mean [95 % t CI] | per round |",
             "| --- | ---: | --- | --- | --- |", *_ratio_rows(s, labels)]
     by_cpu = result.get("summary_cpu") or summarize(cpu_rates(result.get("runs", {})))
+    n_rounds = max((len(v["rounds"]) for v in by_cpu["entries"].values()), default=0)
     if by_cpu["ratios"]:
         out += ["", "The same runs by CPU time: steps per second of each process's own CPU time (all its threads) "
                 "in the timed window, i.e. what a step costs whatever share of a core the scheduler gave the "
@@ -414,7 +441,14 @@ def render_section(result: dict[str, Any]) -> str:
                 "rounds: " + "; ".join(f"{labels[k]} {_fmt(v['median'])}" for k, v in by_cpu["entries"].items())
                 + ".", "",
                 "| ratio of CPU-steps/s (within a round) | median | range | geometric mean [95 % t CI] | per round |",
-                "| --- | ---: | --- | --- | --- |", *_ratio_rows(by_cpu, labels)]
+                "| --- | ---: | --- | --- | --- |", *_ratio_rows(by_cpu, labels), "",
+                "CPU-steps/s of every implementation in each round (a reference's column moving between rounds is "
+                "its own cost per step moving with the machine's state, not Embodia's):", "",
+                "| implementation | " + " | ".join(f"round {i + 1}" for i in range(n_rounds)) + " |",
+                "| --- |" + " ---: |" * n_rounds,
+                *(f"| {labels[k]} | " + " | ".join(_fmt(x) for x in v["rounds"]) + " |"
+                  for k, v in by_cpu["entries"].items())]
+    out += spr_work_note(result)
     if result.get("breakdown_ms_per_step"):
         clock = ("CPU ms per step of the process's one thread" if result.get("breakdown_clock") == "thread cpu"
                  else "ms per step")
@@ -530,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--atari-warmup", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", default="",
+                   help="comma-separated entry keys to time (default: every entry of --suites); ratios need both "
+                        "sides")
     p.add_argument("--pin-core", type=int, default=None,
                    help="pin every process (references and Embodia) to this CPU core (like taskset -c N)")
     p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
@@ -558,6 +595,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # every timed run is a fresh process that reads ONE_THREAD at start-up (child_env); this one only waits
     entries = [e for e in ENTRIES if e.suite in suites]
+    only = [k for k in args.only.split(",") if k]
+    for k in only:
+        if k not in {e.key for e in entries}:
+            raise choice_error("entry (--only)", k, [e.key for e in entries])
+    if only:
+        entries = [e for e in entries if e.key in only]
     steps = {"minatar": (args.minatar_steps, args.minatar_warmup), "atari": (args.atari_steps, args.atari_warmup)}
     rates: dict[str, list[float]] = {e.key: [] for e in entries}
     extras: dict[str, list[dict[str, Any]]] = {e.key: [] for e in entries}
@@ -569,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
             row = (run_reference(e, pythons[e.checkout], checkouts[e.checkout], n, w, args.seed, args.pin_core)
                    if e.script else run_embodia_process(e, n, w, args.pin_core))
             check_process(e.key, row)  # a pool over one thread, or more than one core busy: stop, publish nothing
+            row["loadavg_after"] = os.getloadavg()[0]  # the 1-minute load average as the run ended
             rates[e.key].append(row["steps_per_second"])
             extras[e.key].append(row)
             print(f"round {r + 1}  {e.key:24s} {row['steps_per_second']:8.1f} steps/s  cores busy "
@@ -590,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
         "finished_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()} Linux, {os.cpu_count()} cores", "cpus": os.cpu_count(),
         "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "one_thread_env": ONE_THREAD,
+        "loadavg_runs": [row["loadavg_after"] for r in range(args.rounds) for rows in extras.values()
+                         for row in rows[r:r + 1]],
         "thread_pools": {k: distinct_pools(rows) for k, rows in extras.items() if rows},
         "threads_ran": {k: [r.get("threads_ran") for r in rows] for k, rows in extras.items() if rows},
         "pinned_core": args.pin_core,

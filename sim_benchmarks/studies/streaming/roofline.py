@@ -9,7 +9,8 @@ Measures on this machine, for MinAtar Breakout's network (132,179 parameters; th
 - the FC128 forward of the 2-row batch [s, s'] through numba's ``np.dot`` (OpenBLAS; the layer-by-layer kernels)
   and through the fused step's loop (``numba_step._head``), without and with the deferred ObGD step it applies;
 - the whole fused call (``q_lambda_step``), and whole agent steps (act + env step + observe) of the fused step
-  against the layer-by-layer kernels (``fused_step=false``), interleaved blocks of ``--repeats`` steps;
+  against the layer-by-layer kernels (``fused_step=false``), interleaved blocks of ``--repeats`` steps; the same for
+  streaming SPR's fused update against the loss kernel + per-module steps (``fused_spr=false``), blocks of a fifth;
 - the floor of those passes: 6 × the weight's bytes (two passes, each reading weight and trace and writing one of
   them) at the best pass bandwidth measured;
 - every GEMM of one compiled SPR update (``numba_spr``) at its shape through numba's ``np.dot``, with the
@@ -103,16 +104,23 @@ def per_call_us(fn: Any, repeats: int, blocks: int = 5) -> float:
     return statistics.median(times)
 
 
-def whole_steps(repeats: int, blocks: int = 5) -> dict[str, float]:
-    """Median thread-CPU ms per whole agent step (act + env step + observe) of Stream Q with ``backend=numba``,
-    fused step against the layer-by-layer kernels (``fused_step=false``), in interleaved blocks of ``repeats``."""
+STREAM_Q_VARIANTS = (("fused", {}), ("layered", {"fused_step": False}))
+SPR_VARIANTS = (("fused update", {}), ("loss kernel + module steps", {"fused_spr": False}))
+
+
+def whole_steps(repeats: int, blocks: int = 5, agent: str = "stream_q",
+                variants: tuple[tuple[str, dict[str, Any]], ...] = STREAM_Q_VARIANTS) -> dict[str, float]:
+    """Median thread-CPU ms per whole agent step (act + env step + observe) of ``agent`` with ``backend=numba``
+    for each of ``variants`` (name, options) — Stream Q's fused step against the layer-by-layer kernels
+    (``fused_step=false``), or SPR's fused update against the loss kernel + per-module steps (``fused_spr=false``)
+    — in interleaved blocks of ``repeats``."""
     from envs.arcade import make_arcade_env
     from sim_benchmarks.studies.streaming.streaming_speed import _make
 
     runs = {}
-    for key, opts in (("fused", {}), ("layered", {"fused_step": False})):
+    for key, opts in variants:
         env = make_arcade_env("minatar:breakout", {})
-        runs[key] = [env, _make("stream_q", "minatar:breakout", env, "numba", opts), env.reset(seed=0)[0]]
+        runs[key] = [env, _make(agent, "minatar:breakout", env, "numba", opts), env.reset(seed=0)[0]]
 
     def block(key: str, n: int) -> float:
         env, learner, obs = runs[key]
@@ -207,6 +215,7 @@ def measure(repeats: int, seed: int = 0) -> dict[str, Any]:
     rate = 2 * w1.size / q["fc128 forward of 2 rows, fused loop"] / 1e3  # G multiply-adds per second
     return {"parameters": n, "fc128_weight": int(w1.size), "bandwidth": bandwidth, "stream_q_us": q,
             "fused_forward_gmac_per_s": rate, "stream_q_step_ms": whole_steps(repeats),
+            "spr_step_ms": whole_steps(max(repeats // 5, 1), agent="stream_spr", variants=SPR_VARIANTS),
             "spr_gemms": gemms, "spr_gemm_total_us": total_us, "spr_multiply_adds": macs,
             "repeats": repeats, "machine": f"{platform.machine()} Linux", "thread_pools": thread_pools()}
 
@@ -226,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'fused 2-row forward loop':60s} {res['fused_forward_gmac_per_s']:9.1f} G multiply-adds/s")
     for k, v in res["stream_q_step_ms"].items():
         print(f"{'whole Stream Q step (act + env + observe), ' + k:60s} {1e3 * v:9.2f} us")
+    for k, v in res["spr_step_ms"].items():
+        print(f"{'whole SPR step (act + env + observe), ' + k:60s} {1e3 * v:9.2f} us")
     for r in res["spr_gemms"]:
         extra = f"  (weight read once: {r['weight_once_loop_us']:.1f} us)" if "weight_once_loop_us" in r else ""
         print(f"SPR {r['gemm']:40s} x{r['calls']}  {r['us']:7.1f} us  {r['gmac_per_s']:6.1f} GMAC/s{extra}")
