@@ -69,6 +69,9 @@ class VAPOptions(Options):
         "help": "drop candidates whose height above the table (depth) the named category never has"})
     vap_height_margin: float = field(default=HEIGHT_MARGIN, metadata={
         "help": "metres outside the category's library height range a candidate may still be"})
+    vap_memory: Literal["auto", "own", "mask"] = field(default="auto", metadata={
+        "help": "where an object-memory base remembers the object: its own first-frame estimate, VAP's chosen "
+                "mask lifted with depth, or auto: the mask for a user object's references (>= 8), else its own"})
 
     def check(self) -> None:
         from perception.matching import COMPONENTS

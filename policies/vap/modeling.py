@@ -23,6 +23,7 @@ from perception.object_height import HeightCheck
 from perception.prompting import VisualPrompter
 from perception.tracking import MaskTracker
 from policies.base import Policy
+from policies.vap.chosen_memory import ChosenObjectMemory
 from policies.vap.configuration import VAPConfig
 
 
@@ -46,7 +47,7 @@ class VisualAttentivePrompting:
                  tracker: MaskTracker | None = None, prompter: VisualPrompter | None = None,
                  config: VAPConfig = VAPConfig(), target_id_fn: Callable[[], int | None] | None = None,
                  sensors_fn: Callable[[], dict[str, Any]] | None = None,
-                 height_check: HeightCheck | None = None) -> None:
+                 height_check: HeightCheck | None = None, memory: ChosenObjectMemory | None = None) -> None:
         self.base = base_policy
         self.matcher = matcher if matcher is not None else InstanceMatcher()
         if detector is None:  # the default detector shares the matcher's network pass and colour pre-filter
@@ -63,6 +64,9 @@ class VisualAttentivePrompting:
         self.sensors_fn = sensors_fn
         # Optional: drop candidates whose metric height (depth + table plane) the category never has.
         self.height_check = height_check
+        # Optional: the object-memory base remembers the chosen object where its mask and depth put it (it is the
+        # base's memory refiner; VAP tells it the choice before the base's first action).
+        self.memory = memory
         self.last_prompted_image: np.ndarray | None = None
         self._new_episode("", {})
 
@@ -79,6 +83,8 @@ class VisualAttentivePrompting:
         self.grounding_correct: bool | None = None
         self.num_candidates = 0
         self.height_rejected = 0
+        if self.memory is not None:
+            self.memory.forget()
 
     def reset(self, instruction: str, info: dict[str, Any]) -> None:
         """Remember the episode; grounding waits for the first observation (it needs the image)."""
@@ -145,6 +151,8 @@ class VisualAttentivePrompting:
         # The detector's table plane of this frame, when it fitted one: the tracker reuses it for every later step.
         plane = getattr(self.detector, "plane", None)
         self.tracker.start(image, self.chosen.mask, depth=first_view(depth), plane=plane)
+        if self.memory is not None:
+            self.memory.see(self.chosen.mask, first_view(depth), user_object=self.matcher.layout_active())
         seg = obs.get("segmentation")
         target = self._target_id() if seg is not None else None
         if seg is not None and target is not None:

@@ -16,6 +16,9 @@ from sim_benchmarks.specs import PolicyContext, PolicySpec, Spec
 
 SUITES = ("personalized_simpler",)
 VAP_POLICIES = ("vap", "oracle_mask")
+# metres: a camera sees an object's near side, so its mask's mean lies this much in front of the body's centre
+# (+0.98 cm, sd 0.38, over 64 first frames of the development photos; docs/results/vap.md, "Bring your own object")
+MEMORY_BACK = 0.01
 
 
 def _base(ctx: PolicyContext) -> Any:
@@ -50,6 +53,37 @@ def _main_camera_fovy(env: Any) -> float | None:
     """The main camera's vertical field of view of a SIMPLER-style env (None for envs without one)."""
     embodiment = getattr(getattr(env, "scene", None), "embodiment", None)
     return getattr(embodiment, "fov", None)
+
+
+def _main_camera_pose(env: Any) -> Any:
+    """The main camera's pose of a SIMPLER-style env (None for envs without one)."""
+    embodiment = getattr(getattr(env, "scene", None), "embodiment", None)
+    if embodiment is None:
+        return None
+    from envs.manipulation.scene import camera_matrices
+    from policies.vap.chosen_memory import CameraPose
+
+    return CameraPose.from_view(camera_matrices(embodiment.name)[0], embodiment.fov)
+
+
+def chosen_memory(ctx: PolicyContext, base: Any) -> Any:
+    """With ``vap_memory`` ``mask`` or ``auto``, a :class:`~policies.vap.chosen_memory.ChosenObjectMemory` installed
+    as the memory refiner of ``base``'s object-memory head (under any wrapper; ``auto``: used for a user object's
+    reference set only); None with ``own``, and for a base without such a head or an env without a known camera
+    (the option then changes nothing)."""
+    source = VAPOptions.from_options(ctx.options, strict=False).vap_memory
+    if source == "own":
+        return None
+    vla = base
+    while not hasattr(vla, "memory_refiner") and hasattr(vla, "base"):  # under a grasp-retry or prompt wrapper
+        vla = vla.base
+    camera = _main_camera_pose(ctx.env.unwrapped)
+    if not hasattr(vla, "memory_refiner") or not vla.cfg.memory or camera is None:
+        return None
+    from policies.vap.chosen_memory import ChosenObjectMemory
+
+    vla.memory_refiner = ChosenObjectMemory(camera, MEMORY_BACK, user_objects_only=source == "auto")
+    return vla.memory_refiner
 
 
 def height_check(ctx: PolicyContext, fovy_deg: float | None) -> Any:
@@ -89,14 +123,16 @@ def build_vap(ctx: PolicyContext, oracle: bool, privileged: tuple[Any, Any, Any]
         if opts.vap_detector == "proposals":
             extra = {"embedder": matcher.embedder, "max_candidates": opts.vap_candidates}
         detector = make_detector(opts.vap_detector, **extra)
+    base = _base(ctx)
     return VisualAttentivePrompting(
-        _base(ctx), detector=detector, matcher=matcher,
+        base, detector=detector, matcher=matcher,
         tracker=MaskTracker(TrackerConfig(every=opts.vap_every)),
         prompter=VisualPrompter(style=opts.vap_style, hue_margin=opts.vap_hue_margin),
         config=vap_cfg, target_id_fn=target_id, sensors_fn=sensors,
         # The simulator's own mask needs no check; a multi-view suite passes each view's field of view per call.
         height_check=None if oracle else height_check(ctx, fovy_deg if fovy_deg is not None
-                                                      else _main_camera_fovy(ctx.env.unwrapped)))
+                                                      else _main_camera_fovy(ctx.env.unwrapped)),
+        memory=chosen_memory(ctx, base))
 
 
 SPECS: list[Spec] = []  # what this module declares, in order (the registry's table says when it is loaded)
