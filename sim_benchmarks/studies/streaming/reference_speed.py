@@ -378,6 +378,13 @@ def spr_work_note(result: dict[str, Any]) -> list[str]:
             "the sum (the paper's), a K-fold smaller SPR step: a difference of step size, not of work."]
 
 
+def machine_state(result: dict[str, Any]) -> str:
+    """``loaded`` when the load average passed twice the core count while runs were timed (a pinned process then
+    waits for its core), else ``lightly loaded``."""
+    loads = result.get("loadavg_runs") or [result["loadavg_start"][0], result["loadavg_end"][0]]
+    return "loaded" if max(loads) > 2 * result["cpus"] else "lightly loaded"
+
+
 def render_section(result: dict[str, Any]) -> str:
     """The results-page section (markdown) for one study run."""
     s, labels = result["summary"], {e.key: e.label for e in ENTRIES}
@@ -386,7 +393,8 @@ def render_section(result: dict[str, Any]) -> str:
     timed = [f"{args[f'{k}_steps']:,} {name} Breakout steps after {args[f'{k}_warmup']:,}"
              for k, name in (("minatar", "MinAtar"), ("atari", "Atari")) if k in suites]
     out = [SECTION, "",
-           f"Run {result['finished_utc']} on {result['machine']}. **The machine was loaded** (load average "
+           f"Run {result['finished_utc']} on {result['machine']}. **The machine was {machine_state(result)}** "
+           f"(load average "
            f"{result['loadavg_start'][0]:.1f} at the start, {result['loadavg_end'][0]:.1f} at the end"
            + (f", {min(result['loadavg_runs']):.1f}–{max(result['loadavg_runs']):.1f} (median "
               f"{statistics.median(result['loadavg_runs']):.1f}) as the {len(result['loadavg_runs'])} timed runs "
