@@ -109,8 +109,8 @@ def test_the_policy_remembers_what_the_placement_gives_and_its_own_estimate_wher
 
 
 def _painted_scene(blocks: list[tuple[float, float, float, tuple[int, int, int]]]) -> tuple[dict, np.ndarray]:
-    """A top-down RGB-D view (camera 1 m above a table at z = 0, 30° fov: 54 cm across) of 10 cm blocks (cx, cy,
-    height, rgb) and the scene the fused cloud gives: the front view's sensors are what ``fused`` reads pixels from."""
+    """A top-down RGB-D view (camera 1 m above a table at z = 0, 30° fov: 54 cm across) of 10 cm blocks
+    (cx, cy, height, rgb) and the scene the fused cloud gives: the front view's sensors are what ``fused`` reads."""
     pose = (np.array([0.0, 0.0, 1.0]), np.eye(3), 30.0)
     depth = np.full((160, 160), 1.0)
     image = np.full((160, 160, 3), 170, np.uint8)  # a grey table
