@@ -360,7 +360,8 @@ def spr_work_note(result: dict[str, Any]) -> list[str]:
     if not {"spr_minatar_numba", "ref_spr_minatar_jax"} <= set(result["summary"]["entries"]):
         return []
     ours, ref = parameter_count(result, "spr_minatar_numba"), parameter_count(result, "ref_spr_minatar_jax")
-    size = (f"Embodia trains {ours:,} parameters, the reference {ref:,} ({ours / ref:.1f}×)" if ours and ref
+    size = (f"Embodia trains {ours:,} parameters (Q network + SPR heads), the reference prints {ref:,} (its Q "
+            "network only: its script counts before building the SPR heads)" if ours and ref
             else "the parameter counts are in the table above")
     return ["", f"What the SPR ratio compares. **Parameters**: {size}, for the same MinAtar Breakout task: the "
             "reference's MinAtar encoder reads each (10, 10, C) board as (10, C, 10) and passes its 3×3 kernel as a "
