@@ -19,12 +19,13 @@ the head's own) and is told the chosen mask by VAP (:meth:`see`) before the base
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from perception.tabletop_cloud import world_points
 
 
 @dataclass(frozen=True)
@@ -47,16 +48,10 @@ def lift_mask(mask: np.ndarray, depth: np.ndarray, camera: CameraPose, back: flo
     """Table xy (metres, world) of a mask's object: the mean of its pixels back-projected with ``depth`` (the
     distance along the view axis, metres), moved ``back`` metres horizontally away from the camera; None when the
     mask has no pixel of finite depth."""
-    rows, cols = np.nonzero(mask)
-    d = np.asarray(depth, float)[rows, cols]
-    ok = np.isfinite(d) & (d > 0)
-    if not ok.any():
+    points = world_points(depth, (camera.position, camera.rotation, camera.fovy_deg), mask)
+    if not len(points):
         return None
-    rows, cols, d = rows[ok], cols[ok], d[ok]
-    h, w = mask.shape
-    f = (h / 2) / math.tan(math.radians(camera.fovy_deg) / 2)
-    cam = np.stack([(cols + 0.5 - w / 2) / f * d, -(rows + 0.5 - h / 2) / f * d, -d], axis=1)
-    xy = (camera.position + cam @ camera.rotation.T)[:, :2].mean(axis=0)
+    xy = points[:, :2].mean(axis=0)
     away = xy - camera.position[:2]
     norm = float(np.linalg.norm(away))
     return xy + (away / norm) * back if norm > 0 else xy
